@@ -1,0 +1,248 @@
+"""Calling LiteLLM robustly: concurrency cap, rate limit, timeout, retries with backoff.
+
+The generator and the LLM selector share one client per graph, so `max_concurrency`
+and `rate_limit` bound every call the turn makes. LiteLLM is imported on first call,
+never at import time (it costs seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from asyncio_throttle import Throttler
+
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.records import Usage
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+# Keys whose values are secrets: they reach the provider but never a record or an error text.
+_SECRET_KEYS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "aws_session_token"})
+
+
+@dataclass
+class CallResult:
+    """One completed call: the raw LiteLLM response and what it cost."""
+
+    response: Any
+    usage: Usage
+    latency_s: float
+    attempts: int
+
+
+class LiteLLMClient:
+    """Makes `litellm.acompletion` calls within the configured limits.
+
+    Retries 408/409/429/5xx, timeouts and connection errors with exponential backoff
+    and jitter, waiting at least as long as a Retry-After header asks (up to
+    `max_backoff`). Other errors (bad request, authentication) fail at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_concurrency: int | None = None,
+        rate_limit: float | None = None,
+        timeout: float | None = None,
+        max_retries: int = 2,
+        backoff_base: float = 0.5,
+        max_backoff: float = 30.0,
+        seed: int | None = None,
+    ) -> None:
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ConfigurationError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
+        if rate_limit is not None and rate_limit <= 0:
+            raise ConfigurationError(f"rate_limit must be > 0 requests/second, got {rate_limit}")
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError(f"timeout must be > 0 seconds or None, got {timeout}")
+        if max_retries < 0:
+            raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
+        self.max_concurrency = max_concurrency
+        self.rate_limit = rate_limit
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.max_backoff = max_backoff
+        self._throttler = _throttler(rate_limit)
+        self._jitter = random.Random(seed)
+        # asyncio.Semaphore binds to the loop it first waits on; sync entry points
+        # run a fresh loop per call, so keep one semaphore per loop.
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
+        self._semaphores = weakref.WeakKeyDictionary()
+
+    def _semaphore(self) -> asyncio.Semaphore | None:
+        if self.max_concurrency is None:
+            return None
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
+        return semaphore
+
+    async def complete(self, **kwargs: Any) -> CallResult:
+        """One chat completion, retried as configured. Raises the last error when retries
+        run out; its message has every secret from `kwargs` redacted."""
+        import litellm
+
+        kwargs.setdefault("timeout", self.timeout)
+        if kwargs["timeout"] is None:
+            del kwargs["timeout"]
+        # Retries are ours (with Retry-After and accounting); stop LiteLLM's and the SDK's.
+        kwargs["num_retries"] = 0
+        kwargs["max_retries"] = 0
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._call_once(litellm, kwargs)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if attempt > self.max_retries or not is_retryable(exc):
+                    redacted = redact_error(exc, secret_values(kwargs))
+                    if redacted is exc:
+                        raise
+                    raise redacted from None  # the original's text holds the secret
+                await asyncio.sleep(self._backoff(attempt, exc))
+                continue
+            return CallResult(
+                response=response,
+                usage=usage_of(response),
+                latency_s=time.monotonic() - started,
+                attempts=attempt,
+            )
+
+    async def _call_once(self, litellm: Any, kwargs: dict[str, Any]) -> Any:
+        semaphore = self._semaphore()
+        if semaphore is None:
+            if self._throttler is not None:
+                await self._throttler.acquire()
+            return await litellm.acompletion(**kwargs)
+        async with semaphore:
+            if self._throttler is not None:
+                await self._throttler.acquire()
+            return await litellm.acompletion(**kwargs)
+
+    def _backoff(self, attempt: int, exc: BaseException) -> float:
+        delay = self.backoff_base * 2 ** (attempt - 1) * (0.5 + self._jitter.random() / 2)
+        asked = retry_after_seconds(exc)
+        if asked is not None:
+            delay = max(delay, asked)
+        return min(delay, self.max_backoff)
+
+
+def _throttler(rate_limit: float | None) -> Throttler | None:
+    if rate_limit is None:
+        return None
+    if rate_limit >= 1 and float(rate_limit).is_integer():
+        return Throttler(rate_limit=int(rate_limit), period=1.0)
+    # A fractional rate: one request per 1/rate seconds.
+    return Throttler(rate_limit=1, period=1.0 / rate_limit)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Rate limits, server errors, timeouts and dropped connections are worth another try."""
+    import litellm
+
+    if isinstance(exc, litellm.Timeout | litellm.APIConnectionError | asyncio.TimeoutError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in _RETRYABLE_STATUS or status >= 500)
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """Seconds a Retry-After (or retry-after-ms) header on the error's response asks for."""
+    for headers in _headers_of(exc):
+        lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+        if "retry-after-ms" in lowered:
+            try:
+                return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+            except ValueError:
+                pass
+        value = lowered.get("retry-after")
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if value else None
+            if parsed is not None:
+                return max(0.0, parsed.timestamp() - time.time())
+    return None
+
+
+def _headers_of(exc: BaseException) -> Iterable[Mapping[str, Any]]:
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers:
+        yield headers
+    response = getattr(exc, "response", None)
+    if response is not None and getattr(response, "headers", None):
+        yield response.headers
+    headers = getattr(exc, "headers", None)
+    if isinstance(headers, Mapping) and headers:
+        yield headers
+
+
+def usage_of(response: Any) -> Usage:
+    """Usage of one call as the provider reported it, with cost where LiteLLM prices the model."""
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "completion_tokens_details", None)
+    # LiteLLM has already run `completion_cost` on the response and kept the answer here;
+    # calling it again for an unpriced model only prints a warning and raises.
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    return Usage(
+        calls=1,
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        reasoning_tokens=int(getattr(details, "reasoning_tokens", 0) or 0),
+        cost_usd=float(cost) if cost is not None else None,
+    )
+
+
+def secret_values(kwargs: Mapping[str, Any]) -> list[str]:
+    """Every value in the call's arguments that must never be written down."""
+    secrets = [str(v) for k, v in kwargs.items() if k in _SECRET_KEYS and v]
+    for key in ("extra_headers", "headers"):
+        headers = kwargs.get(key)
+        if isinstance(headers, Mapping):
+            secrets.extend(str(v) for v in headers.values() if v)
+    return [s for s in secrets if len(s) >= 4]
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "[REDACTED]")
+    return text
+
+
+def redact_error(exc: Exception, secrets: list[str]) -> Exception:
+    """The same error, its message cleaned of secrets (the original stays as __cause__)."""
+    message = str(exc)
+    cleaned = redact(message, secrets)
+    if cleaned == message:
+        return exc
+    return CallFailedError(f"{type(exc).__name__}: {cleaned}", status_code=getattr(exc, "status_code", None))
+
+
+class CallFailedError(Exception):
+    """Stands in for a provider error whose message had to be redacted."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line description for records: class and message, no traceback."""
+    if isinstance(exc, CallFailedError):
+        return str(exc)
+    text = " ".join(str(exc).split()) or repr(exc)
+    return f"{type(exc).__name__}: {text[:500]}"

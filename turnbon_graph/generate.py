@@ -1,0 +1,235 @@
+"""Candidate generation: N concurrent LiteLLM calls, yielded as they arrive.
+
+Messages and tools go out through langchain-core's converters; replies come back as
+`AIMessage`s with `tool_calls`. Private reasoning stays on the candidate's message
+(`additional_kwargs`) and in the executed message, for providers that need it replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import convert_to_openai_messages
+from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, parse_tool_call
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from turnbon_graph.candidates import Candidate
+from turnbon_graph.client import LiteLLMClient, describe_error, redact, secret_values
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.records import Usage
+
+# Private reasoning keys LiteLLM puts on a message; kept, replayed, never shown to a selector.
+REASONING_KEYS = ("reasoning_content", "thinking_blocks")
+
+ToolLike = BaseTool | Callable[..., Any] | dict[str, Any]
+
+
+def to_openai_messages(
+    messages: Sequence[BaseMessage], system_prompt: str | None = None
+) -> list[dict[str, Any]]:
+    """OpenAI-format messages for LiteLLM, with private reasoning put back on assistant turns.
+
+    `convert_to_openai_messages` drops `additional_kwargs`; providers with thinking
+    (Anthropic, DeepSeek) need it replayed on the assistant message that used tools.
+    """
+    out: list[dict[str, Any]] = []
+    if system_prompt and not any(isinstance(m, SystemMessage) for m in messages):
+        out.append({"role": "system", "content": system_prompt})
+    for message in messages:
+        converted = convert_to_openai_messages(message)
+        if isinstance(message, AIMessage):
+            for key in REASONING_KEYS:
+                if message.additional_kwargs.get(key):
+                    converted[key] = message.additional_kwargs[key]
+        out.append(converted)
+    return out
+
+
+def to_openai_tools(tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
+    return [convert_to_openai_tool(tool) for tool in tools]
+
+
+def message_from_choice(choice: Any, response: Any, usage: Usage | None) -> AIMessage:
+    """An `AIMessage` from one LiteLLM choice; malformed tool-call arguments become
+    `invalid_tool_calls` instead of an exception."""
+    raw = choice.message
+    tool_calls = []
+    invalid_tool_calls = []
+    for raw_call in getattr(raw, "tool_calls", None) or []:
+        as_dict = raw_call.model_dump() if hasattr(raw_call, "model_dump") else dict(raw_call)
+        try:
+            parsed = parse_tool_call(as_dict, return_id=True)
+        except Exception as exc:  # OutputParserException on bad JSON arguments
+            invalid_tool_calls.append(make_invalid_tool_call(as_dict, str(exc)))
+        else:
+            if parsed is not None:
+                tool_calls.append(parsed)
+    additional_kwargs: dict[str, Any] = {}
+    for key in REASONING_KEYS:
+        value = getattr(raw, key, None)
+        if value:
+            additional_kwargs[key] = value
+    refusal = getattr(raw, "refusal", None)
+    if refusal:
+        additional_kwargs["refusal"] = refusal
+    metadata: dict[str, Any] = {
+        "model_name": getattr(response, "model", None),
+        "finish_reason": getattr(choice, "finish_reason", None),
+    }
+    usage_metadata = None
+    if usage is not None:
+        usage_metadata = {
+            "input_tokens": usage.prompt_tokens,
+            "output_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+            "output_token_details": {"reasoning": usage.reasoning_tokens},
+        }
+    return AIMessage(
+        content=raw.content or "",
+        tool_calls=tool_calls,
+        invalid_tool_calls=invalid_tool_calls,
+        additional_kwargs=additional_kwargs,
+        response_metadata=metadata,
+        usage_metadata=usage_metadata,  # type: ignore[arg-type]
+        id=getattr(response, "id", None),
+    )
+
+
+def supports_native_n(model: str) -> bool:
+    """Whether LiteLLM lists `n` among the provider's supported parameters."""
+    import litellm
+
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+        params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
+    except Exception:
+        return False
+    return bool(params) and "n" in params
+
+
+class CandidateGenerator:
+    """Proposes N candidate next actions per turn from one model or a pool of models.
+
+    Candidate i comes from `models[i % len(models)]`. With `native_n`, a single model
+    that supports `n` is asked once for all N; if the provider refuses, or returns
+    fewer choices, the missing candidates come from separate calls.
+    """
+
+    def __init__(
+        self,
+        models: str | Sequence[str],
+        client: LiteLLMClient,
+        *,
+        completion_kwargs: dict[str, Any] | None = None,
+        native_n: bool = False,
+    ) -> None:
+        self.models = [models] if isinstance(models, str) else list(models)
+        if not self.models or not all(isinstance(m, str) and m for m in self.models):
+            raise ConfigurationError(
+                f"model must be a LiteLLM model id such as 'openai/gpt-4o-mini' or a non-empty "
+                f"list of them, got {models!r}"
+            )
+        kwargs = dict(completion_kwargs or {})
+        for reserved in ("model", "messages", "tools", "n"):
+            if reserved in kwargs:
+                raise ConfigurationError(
+                    f"completion_kwargs may not set {reserved!r}: the turn sets it itself"
+                )
+        self.client = client
+        self.completion_kwargs = kwargs
+        self.native_n = native_n
+
+    @property
+    def label(self) -> str:
+        return self.models[0] if len(self.models) == 1 else "+".join(self.models)
+
+    async def stream(
+        self,
+        messages: list[dict[str, Any]],
+        n: int,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> AsyncIterator[Candidate]:
+        """Yields N candidates (failed ones carry `error`) in the order they finish.
+
+        Closing the iterator early, or cancelling its consumer, cancels every call
+        still in flight: use `contextlib.aclosing`.
+        """
+        request: dict[str, Any] = {**self.completion_kwargs, "messages": messages}
+        if tools:
+            request["tools"] = tools
+        pending: set[asyncio.Task[list[Candidate]]] = set()
+        try:
+            if self.native_n and n > 1 and len(self.models) == 1 and supports_native_n(
+                self.models[0]
+            ):
+                pending.add(asyncio.create_task(self._native(request, n)))
+            else:
+                pending.update(
+                    asyncio.create_task(self._single(request, i)) for i in range(n)
+                )
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    candidates = task.result()
+                    for candidate in candidates:
+                        yield candidate
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _single(self, request: dict[str, Any], index: int) -> list[Candidate]:
+        model = self.models[index % len(self.models)]
+        started = time.monotonic()
+        try:
+            result = await self.client.complete(model=model, **request)
+            choice = result.response.choices[0]
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = redact(describe_error(exc), secret_values(request))
+            return [Candidate(index=index, model=model, error=error, latency_s=time.monotonic() - started)]
+        message = message_from_choice(choice, result.response, result.usage)
+        return [
+            Candidate(
+                index=index,
+                model=model,
+                message=message,
+                usage=result.usage,
+                latency_s=result.latency_s,
+            )
+        ]
+
+    async def _native(self, request: dict[str, Any], n: int) -> list[Candidate]:
+        model = self.models[0]
+        try:
+            result = await self.client.complete(model=model, n=n, **request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The provider refused `n` (or the call failed): fall back to N separate calls,
+            # whose own failures are recorded per candidate.
+            singles = await asyncio.gather(*(self._single(request, i) for i in range(n)))
+            return [c for batch in singles for c in batch]
+        choices = list(result.response.choices)[:n]
+        candidates = [
+            Candidate(
+                index=i,
+                model=model,
+                message=message_from_choice(choice, result.response, result.usage if i == 0 else None),
+                # One call produced them all: its usage is counted once, on the first.
+                usage=result.usage if i == 0 else Usage(),
+                latency_s=result.latency_s,
+            )
+            for i, choice in enumerate(choices)
+        ]
+        if len(candidates) < n:
+            extra = await asyncio.gather(*(self._single(request, i) for i in range(len(candidates), n)))
+            candidates.extend(c for batch in extra for c in batch)
+        return candidates

@@ -1,0 +1,235 @@
+"""The LangGraph entry points: a Turn-BoN turn as a subgraph, and a whole agent loop.
+
+Both return an uncompiled `StateGraph`, as LangGraph's own add-ons do: compile it with
+your checkpointer, store and name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, NotRequired
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import BaseTool
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.generate import ToolLike, to_openai_tools
+from turnbon_graph.records import RECORD_KEY, JSONLTraceSink, TraceSink
+from turnbon_graph.selectors.base import Selector
+from turnbon_graph.turn import EventSink, GeneratedTurn, TurnEngine
+
+Tools = Sequence[ToolLike] | ToolNode
+
+
+class TurnBoNState(MessagesState):
+    """MessagesState plus the candidates waiting between the generate and select nodes.
+
+    The extra key is private to the Turn-BoN graph: its input and output are plain
+    MessagesState, so it drops into any parent graph that has `messages`.
+    """
+
+    turnbon_pending: NotRequired[dict[str, Any] | None]
+
+
+def create_turnbon_graph(
+    model: str | Sequence[str],
+    tools: Tools | None = None,
+    *,
+    execute_tools: bool = True,
+    n: int = 4,
+    selector: str | Selector | None = None,
+    completion_kwargs: dict[str, Any] | None = None,
+    selector_kwargs: dict[str, Any] | None = None,
+    prompt: str | None = None,
+    max_concurrency: int | None = None,
+    rate_limit: float | None = None,
+    timeout: float | None = None,
+    max_retries: int = 2,
+    native_n: bool = False,
+    seed: int | None = None,
+    trace: TraceSink | str | Path | None = None,
+    name: str = "turnbon",
+) -> StateGraph[Any, Any, Any, Any]:
+    """One Turn-BoN turn as a graph: `generate` -> `select` [-> `tools`].
+
+    Args:
+        model: a LiteLLM model id, or a list of ids for a mixed pool (candidate i comes
+            from `model[i % len(model)]`).
+        tools: `BaseTool`s, callables or a `ToolNode`; always offered to the generator.
+        execute_tools: with tools, the graph's own `tools` node runs the chosen calls.
+            False makes the compiled graph a drop-in model node for a parent graph that
+            has its own `ToolNode` and `tools_condition`.
+        n: candidates per turn.
+        selector: a LiteLLM model id (an `LLMSelector` on that model), a `Selector`, or
+            None for an `LLMSelector` on the generator's model (sharing its endpoint).
+        completion_kwargs: forwarded to every generator call (temperature, api_base, ...).
+        selector_kwargs: forwarded to selector calls when `selector` is a model id.
+        prompt: system prompt used when the messages carry none.
+        max_concurrency: cap on LiteLLM calls in flight (generator and selector).
+        rate_limit: requests per second across those calls.
+        timeout: seconds per call; max_retries: retries of retryable failures.
+        native_n: ask for all N in one call with `n=N` where the provider supports it.
+        seed: makes the selector's shuffled candidate order reproducible.
+        trace: a `TraceSink`, or a path to append one JSON line per turn to.
+        name: tags this graph's custom stream events (`"source"`).
+
+    The chosen message carries its turn record in `response_metadata["turnbon"]`.
+    Progress goes out as custom stream events (`stream_mode="custom"`).
+    """
+    engine, tool_list = _engine(
+        model,
+        tools,
+        n=n,
+        selector=selector,
+        completion_kwargs=completion_kwargs,
+        selector_kwargs=selector_kwargs,
+        prompt=prompt,
+        max_concurrency=max_concurrency,
+        rate_limit=rate_limit,
+        timeout=timeout,
+        max_retries=max_retries,
+        native_n=native_n,
+        seed=seed,
+        trace=trace,
+    )
+    builder = _turn_builder(engine, tool_list, name)
+    if tool_list and execute_tools:
+        builder.add_node("tools", _tool_node(tools))
+        builder.add_conditional_edges("select", tools_condition, {"tools": "tools", END: END})
+        builder.add_edge("tools", END)
+    else:
+        builder.add_edge("select", END)
+    return builder
+
+
+def create_turnbon_agent(
+    model: str | Sequence[str],
+    tools: Tools,
+    *,
+    max_turns: int = 50,
+    n: int = 4,
+    selector: str | Selector | None = None,
+    completion_kwargs: dict[str, Any] | None = None,
+    selector_kwargs: dict[str, Any] | None = None,
+    prompt: str | None = None,
+    max_concurrency: int | None = None,
+    rate_limit: float | None = None,
+    timeout: float | None = None,
+    max_retries: int = 2,
+    native_n: bool = False,
+    seed: int | None = None,
+    trace: TraceSink | str | Path | None = None,
+    name: str = "turnbon",
+) -> StateGraph[Any, Any, Any, Any]:
+    """A whole tool-using agent with Turn-BoN at every turn.
+
+    Loops `generate` -> `select` -> `tools` until the chosen action calls no tool, or
+    `max_turns` actions have run since the last human message (the loop then stops
+    after that action's tool results, so the thread can be continued).
+    Other arguments as in `create_turnbon_graph`.
+    """
+    if not isinstance(max_turns, int) or max_turns < 1:
+        raise ConfigurationError(f"max_turns must be a whole number >= 1, got {max_turns!r}")
+    engine, tool_list = _engine(
+        model,
+        tools,
+        n=n,
+        selector=selector,
+        completion_kwargs=completion_kwargs,
+        selector_kwargs=selector_kwargs,
+        prompt=prompt,
+        max_concurrency=max_concurrency,
+        rate_limit=rate_limit,
+        timeout=timeout,
+        max_retries=max_retries,
+        native_n=native_n,
+        seed=seed,
+        trace=trace,
+    )
+    if not tool_list:
+        raise ConfigurationError(
+            "create_turnbon_agent needs at least one tool; for tool-free turns use "
+            "create_turnbon_graph(model) or ChatTurnBoN"
+        )
+    builder = _turn_builder(engine, tool_list, name)
+    builder.add_node("tools", _tool_node(tools))
+    builder.add_conditional_edges("select", tools_condition, {"tools": "tools", END: END})
+
+    def after_tools(state: TurnBoNState) -> Literal["generate", "__end__"]:
+        return END if turns_since_human(state["messages"]) >= max_turns else "generate"
+
+    builder.add_conditional_edges("tools", after_tools, {"generate": "generate", END: END})
+    return builder
+
+
+def turns_since_human(messages: Sequence[BaseMessage]) -> int:
+    """Turn-BoN turns taken since the last human message (derived, so a resumed thread
+    and a new question both count right)."""
+    count = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        if isinstance(message, AIMessage) and RECORD_KEY in message.response_metadata:
+            count += 1
+    return count
+
+
+def _engine(
+    model: str | Sequence[str],
+    tools: Tools | None,
+    *,
+    trace: TraceSink | str | Path | None,
+    **options: Any,
+) -> tuple[TurnEngine, list[ToolLike]]:
+    sink = JSONLTraceSink(trace) if isinstance(trace, str | Path) else trace
+    return TurnEngine.from_options(model, trace=sink, **options), _tool_list(tools)
+
+
+def _tool_list(tools: Tools | None) -> list[ToolLike]:
+    if tools is None:
+        return []
+    if isinstance(tools, ToolNode):
+        return list(tools.tools_by_name.values())
+    if isinstance(tools, BaseTool) or callable(tools):
+        raise ConfigurationError("tools must be a list of tools or a ToolNode, not a single tool")
+    return list(tools)
+
+
+def _tool_node(tools: Tools | None) -> ToolNode:
+    return tools if isinstance(tools, ToolNode) else ToolNode(_tool_list(tools))
+
+
+def _turn_builder(
+    engine: TurnEngine, tool_list: list[ToolLike], name: str
+) -> StateGraph[Any, Any, Any, Any]:
+    openai_tools = to_openai_tools(tool_list) if tool_list else None
+
+    def events() -> EventSink:
+        write = get_stream_writer()
+        return lambda event: write({**event, "source": name})
+
+    async def generate(state: TurnBoNState) -> dict[str, Any]:
+        turn = await engine.generate(state["messages"], tools=openai_tools, on_event=events())
+        return {"turnbon_pending": turn.to_state()}
+
+    async def select(state: TurnBoNState) -> dict[str, Any]:
+        pending = state.get("turnbon_pending")
+        if not pending:
+            raise ConfigurationError("the select node ran without candidates from generate")
+        turn = GeneratedTurn.from_state(pending)
+        message = await engine.select(state["messages"], turn, on_event=events())
+        return {"messages": [message], "turnbon_pending": None}
+
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(
+        TurnBoNState, input_schema=MessagesState, output_schema=MessagesState
+    )
+    builder.add_node("generate", generate)
+    builder.add_node("select", select)
+    builder.add_edge(START, "generate")
+    builder.add_edge("generate", "select")
+    return builder
+

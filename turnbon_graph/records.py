@@ -1,0 +1,111 @@
+"""The turn record: what every chosen message carries, and where traces go.
+
+Everything here is JSON-serialisable so a record survives any parent state schema,
+checkpointing and export. Records never hold request headers or API keys.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+RECORD_KEY = "turnbon"
+"""Key of the turn record in the chosen message's `response_metadata`."""
+
+
+class Usage(BaseModel):
+    """Token counts as the provider reported them, and cost where LiteLLM prices the model."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=cost,
+        )
+
+
+class UsageSplit(BaseModel):
+    generator: Usage = Field(default_factory=Usage)
+    selector: Usage = Field(default_factory=Usage)
+
+
+class LatencySplit(BaseModel):
+    generate: float = 0.0
+    select: float = 0.0
+
+
+class CandidateRecord(BaseModel):
+    """One candidate as the record keeps it: its action, never its private reasoning."""
+
+    index: int
+    model: str
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    finish_reason: str | None = None
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+
+
+class TurnRecord(BaseModel):
+    """Everything about one Turn-BoN turn; `selected_index` indexes `candidates`."""
+
+    turn_id: str
+    n_requested: int
+    n_ok: int
+    selected_index: int
+    selector: str
+    fallback: str | None = None
+    permutation: list[int] | None = None
+    selector_answer: str | None = None
+    agreement: float
+    candidates: list[CandidateRecord]
+    usage: UsageSplit
+    latency_s: LatencySplit
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+@runtime_checkable
+class TraceSink(Protocol):
+    """Receives one record per turn, after the choice is made."""
+
+    def write(self, record: TurnRecord) -> None: ...
+
+
+class JSONLTraceSink:
+    """Appends one JSON line per turn to a file; safe to share between concurrent turns."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def write(self, record: TurnRecord) -> None:
+        line = json.dumps(record.to_json(), ensure_ascii=False)
+        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+    def __repr__(self) -> str:
+        return f"JSONLTraceSink({str(self.path)!r})"

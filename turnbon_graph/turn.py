@@ -1,0 +1,279 @@
+"""One Turn-BoN turn: generate N candidates, select one, build the turn record.
+
+The single engine behind both `create_turnbon_graph` and `ChatTurnBoN`, so the graph and
+the chat model cannot drift apart. It has two phases because the graph runs them as two
+nodes: the candidates are checkpointed between them, so a selector that pauses the graph
+(or a crash) never costs a regeneration.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+
+from turnbon_graph.candidates import (
+    Candidate,
+    agreement,
+    candidate_from_state,
+    candidate_to_state,
+    group_by_action,
+)
+from turnbon_graph.client import LiteLLMClient
+from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
+from turnbon_graph.generate import CandidateGenerator, to_openai_messages
+from turnbon_graph.records import (
+    RECORD_KEY,
+    LatencySplit,
+    TraceSink,
+    TurnRecord,
+    Usage,
+    UsageSplit,
+)
+from turnbon_graph.selectors.base import Selection, Selector
+from turnbon_graph.selectors.llm import LLMSelector
+
+EventSink = Callable[[dict[str, Any]], None]
+"""Receives progress events: candidate_arrived, candidate_failed, selection_made."""
+
+# Settings of the generator's endpoint that a default selector (the same model) shares.
+_CONNECTION_KEYS = ("api_base", "base_url", "api_key", "api_version", "organization", "extra_headers")
+
+
+@dataclass
+class GeneratedTurn:
+    """The candidates of one turn, between the generate and select phases."""
+
+    turn_id: str
+    n_requested: int
+    candidates: list[Candidate]
+    latency_s: float
+
+    @property
+    def ok(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.ok]
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "turn_id": self.turn_id,
+            "n_requested": self.n_requested,
+            "candidates": [candidate_to_state(c) for c in self.candidates],
+            "latency_s": self.latency_s,
+        }
+
+    @classmethod
+    def from_state(cls, data: dict[str, Any]) -> GeneratedTurn:
+        return cls(
+            turn_id=data["turn_id"],
+            n_requested=data["n_requested"],
+            candidates=[candidate_from_state(c) for c in data["candidates"]],
+            latency_s=data["latency_s"],
+        )
+
+
+class TurnEngine:
+    """Generates, selects and records one turn. Holds no per-turn state."""
+
+    def __init__(
+        self,
+        *,
+        generator: CandidateGenerator,
+        selector: Selector,
+        n: int,
+        prompt: str | None = None,
+        trace: TraceSink | None = None,
+    ) -> None:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ConfigurationError(f"n must be a whole number >= 1, got {n!r}")
+        if not isinstance(selector, Selector):
+            raise ConfigurationError(
+                f"selector must be a LiteLLM model id, a Selector (with `name` and async "
+                f"`select`), or None; got {selector!r}"
+            )
+        self.generator = generator
+        self.selector = selector
+        self.n = n
+        self.prompt = prompt
+        self.trace = trace
+
+    @classmethod
+    def from_options(
+        cls,
+        model: str | Sequence[str],
+        *,
+        n: int = 4,
+        selector: str | Selector | None = None,
+        completion_kwargs: dict[str, Any] | None = None,
+        selector_kwargs: dict[str, Any] | None = None,
+        prompt: str | None = None,
+        max_concurrency: int | None = None,
+        rate_limit: float | None = None,
+        timeout: float | None = None,
+        max_retries: int = 2,
+        native_n: bool = False,
+        seed: int | None = None,
+        trace: TraceSink | None = None,
+    ) -> TurnEngine:
+        """Resolves the public keyword options shared by the graph factories and ChatTurnBoN."""
+        client = LiteLLMClient(
+            max_concurrency=max_concurrency,
+            rate_limit=rate_limit,
+            timeout=timeout,
+            max_retries=max_retries,
+            seed=seed,
+        )
+        generator = CandidateGenerator(
+            model, client, completion_kwargs=completion_kwargs, native_n=native_n
+        )
+        resolved: Any
+        if selector is None or isinstance(selector, str):
+            if selector is None and selector_kwargs is None:
+                # The default selector is the generator's model: it shares its endpoint.
+                selector_kwargs = {
+                    k: v for k, v in generator.completion_kwargs.items() if k in _CONNECTION_KEYS
+                }
+            resolved = LLMSelector(
+                selector or generator.models[0],
+                completion_kwargs=selector_kwargs,
+                client=client,
+                seed=seed,
+            )
+        else:
+            if selector_kwargs is not None:
+                raise ConfigurationError(
+                    "selector_kwargs applies only when selector is a model id; configure a "
+                    "Selector instance through its own constructor"
+                )
+            resolved = selector
+        return cls(generator=generator, selector=resolved, n=n, prompt=prompt, trace=trace)
+
+    def transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The messages both generator and selector see: the prompt first, unless the
+        messages carry their own system message."""
+        if self.prompt and not any(isinstance(m, SystemMessage) for m in messages):
+            return [SystemMessage(self.prompt), *messages]
+        return list(messages)
+
+    async def generate(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        on_event: EventSink | None = None,
+    ) -> GeneratedTurn:
+        """Runs the N generator calls. Raises `AllCandidatesFailedError` if none succeeds."""
+        turn_id = uuid.uuid4().hex
+        started = time.monotonic()
+        request = to_openai_messages(self.transcript(messages))
+        candidates: list[Candidate] = []
+        async with aclosing(self.generator.stream(request, self.n, tools)) as stream:
+            async for candidate in stream:
+                candidates.append(candidate)
+                if on_event is not None:
+                    on_event(_candidate_event(turn_id, candidate))
+        candidates.sort(key=lambda c: c.index)
+        turn = GeneratedTurn(turn_id, self.n, candidates, time.monotonic() - started)
+        if not turn.ok:
+            last = max(candidates, key=lambda c: c.latency_s).error or "unknown error"
+            raise AllCandidatesFailedError(self.generator.label, self.n, last)
+        return turn
+
+    async def select(
+        self,
+        messages: Sequence[BaseMessage],
+        turn: GeneratedTurn,
+        *,
+        on_event: EventSink | None = None,
+    ) -> AIMessage:
+        """Chooses among the turn's candidates and returns the chosen message with its
+        record in `response_metadata["turnbon"]`."""
+        started = time.monotonic()
+        ok = turn.ok
+        if len(group_by_action(ok)) == 1:
+            # Every candidate proposes the same action: there is nothing to choose.
+            selection = Selection(index=0, selector="unanimous" if len(ok) > 1 else "single")
+        else:
+            selection = await self.selector.select(self.transcript(messages), ok)
+            if not 0 <= selection.index < len(ok):
+                raise ConfigurationError(
+                    f"selector {self.selector.name!r} returned index {selection.index}, "
+                    f"outside 0..{len(ok) - 1}; a Selector must return a position in the "
+                    "candidates it was given"
+                )
+        chosen = ok[selection.index]
+        record = TurnRecord(
+            turn_id=turn.turn_id,
+            n_requested=turn.n_requested,
+            n_ok=len(ok),
+            selected_index=chosen.index,
+            selector=selection.selector,
+            fallback=selection.fallback,
+            permutation=selection.permutation,
+            selector_answer=selection.answer,
+            agreement=agreement(ok),
+            candidates=[c.to_record() for c in turn.candidates],
+            usage=UsageSplit(
+                generator=sum((c.usage for c in turn.candidates), Usage()),
+                selector=selection.usage,
+            ),
+            latency_s=LatencySplit(generate=turn.latency_s, select=time.monotonic() - started),
+        )
+        assert chosen.message is not None
+        message = chosen.message.model_copy(
+            update={
+                "response_metadata": {
+                    **chosen.message.response_metadata,
+                    RECORD_KEY: record.to_json(),
+                }
+            }
+        )
+        if self.trace is not None:
+            self.trace.write(record)
+        if on_event is not None:
+            on_event(
+                {
+                    "turnbon": "selection_made",
+                    "turn_id": turn.turn_id,
+                    "selected_index": chosen.index,
+                    "selector": selection.selector,
+                    "fallback": selection.fallback,
+                }
+            )
+        return message
+
+    async def run(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        on_event: EventSink | None = None,
+    ) -> AIMessage:
+        """Both phases: the chosen message for `messages`."""
+        turn = await self.generate(messages, tools=tools, on_event=on_event)
+        return await self.select(messages, turn, on_event=on_event)
+
+
+def _candidate_event(turn_id: str, candidate: Candidate) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "turnbon": "candidate_arrived" if candidate.ok else "candidate_failed",
+        "turn_id": turn_id,
+        "index": candidate.index,
+        "model": candidate.model,
+        "latency_s": candidate.latency_s,
+    }
+    if candidate.ok:
+        event["action"] = candidate.action
+    else:
+        event["error"] = candidate.error
+    return event
+
+
+def turn_record(message: BaseMessage) -> TurnRecord | None:
+    """The turn record on a message chosen by Turn-BoN, or None for any other message."""
+    data = message.response_metadata.get(RECORD_KEY) if isinstance(message, AIMessage) else None
+    return TurnRecord.model_validate(data) if data else None
