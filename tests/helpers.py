@@ -1,0 +1,35 @@
+"""Small builders shared by the tests (no test logic, no mocks of our code)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage
+
+from turnbon_graph.candidates import Candidate
+from turnbon_graph.testing import CapturedRequest, chat_completion, is_selector_request
+
+
+def candidate(index: int, command: str | None = None, *, text: str = "", **kw: Any) -> Candidate:
+    """A successful candidate that runs `command` in a `shell` tool (or answers `text`)."""
+    calls = [{"name": "shell", "args": {"command": command}, "id": f"c{index}"}] if command else []
+    return Candidate(
+        index=index, model="m", message=AIMessage(content=text, tool_calls=calls, **kw)
+    )
+
+
+def selector_answer(index: int, reason: str = "scripted") -> dict[str, Any]:
+    return chat_completion(json.dumps({"reason": reason, "selected_index": index}))
+
+
+def generator_requests(requests: list[CapturedRequest]) -> list[CapturedRequest]:
+    return [r for r in requests if not is_selector_request(r)]
+
+
+def selector_requests(requests: list[CapturedRequest]) -> list[CapturedRequest]:
+    return [r for r in requests if is_selector_request(r)]
+
+
+def stub_kwargs(base_url: str, api_key: str = "sk-test-key") -> dict[str, Any]:
+    return {"api_base": base_url, "api_key": api_key}
