@@ -84,11 +84,11 @@ def canonical_action(message: AIMessage) -> str:
         calls = [{"name": call["name"], "args": call["args"]} for call in message.tool_calls]
         return "tools:" + json.dumps(calls, sort_keys=True, ensure_ascii=False)
     if message.invalid_tool_calls:
-        calls = [
+        invalid: list[dict[str, Any]] = [
             {"name": call.get("name"), "args": call.get("args")}
             for call in message.invalid_tool_calls
         ]
-        return "invalid:" + json.dumps(calls, sort_keys=True, ensure_ascii=False)
+        return "invalid:" + json.dumps(invalid, sort_keys=True, ensure_ascii=False)
     return "text:" + " ".join(_text(message.content).split())
 
 
@@ -110,7 +110,7 @@ def agreement(candidates: Sequence[Candidate]) -> float:
 
 
 def plurality_position(candidates: Sequence[Candidate]) -> int:
-    """Position of the first candidate of the largest action group; ties go to the earliest group."""
+    """Position of the first candidate of the largest action group (ties: the earliest)."""
     groups = group_by_action(candidates)
     if not groups:
         raise ValueError("no successful candidate to vote over")

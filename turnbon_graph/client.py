@@ -23,7 +23,9 @@ from turnbon_graph.records import Usage
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 # Keys whose values are secrets: they reach the provider but never a record or an error text.
-_SECRET_KEYS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "aws_session_token"})
+_SECRET_KEYS = frozenset(
+    {"api_key", "azure_ad_token", "aws_secret_access_key", "aws_session_token"}
+)
 
 
 @dataclass
@@ -131,7 +133,7 @@ class LiteLLMClient:
             return await litellm.acompletion(**kwargs)
 
     def _backoff(self, attempt: int, exc: BaseException) -> float:
-        delay = self.backoff_base * 2 ** (attempt - 1) * (0.5 + self._jitter.random() / 2)
+        delay: float = self.backoff_base * 2 ** (attempt - 1) * (0.5 + self._jitter.random() / 2)
         asked = retry_after_seconds(exc)
         if asked is not None:
             delay = max(delay, asked)
@@ -149,9 +151,9 @@ def _throttler(rate_limit: float | None) -> Throttler | None:
 
 def is_retryable(exc: BaseException) -> bool:
     """Rate limits, server errors, timeouts and dropped connections are worth another try."""
-    import litellm
+    from litellm.exceptions import APIConnectionError, Timeout
 
-    if isinstance(exc, litellm.Timeout | litellm.APIConnectionError | asyncio.TimeoutError):
+    if isinstance(exc, Timeout | APIConnectionError | asyncio.TimeoutError):
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status in _RETRYABLE_STATUS or status >= 500)
@@ -229,7 +231,9 @@ def redact_error(exc: Exception, secrets: list[str]) -> Exception:
     cleaned = redact(message, secrets)
     if cleaned == message:
         return exc
-    return CallFailedError(f"{type(exc).__name__}: {cleaned}", status_code=getattr(exc, "status_code", None))
+    return CallFailedError(
+        f"{type(exc).__name__}: {cleaned}", status_code=getattr(exc, "status_code", None)
+    )
 
 
 class CallFailedError(Exception):

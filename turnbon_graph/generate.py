@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.messages import convert_to_openai_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    SystemMessage,
+    convert_to_openai_messages,
+)
 from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, parse_tool_call
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -26,7 +30,7 @@ from turnbon_graph.records import Usage
 # Private reasoning keys LiteLLM puts on a message; kept, replayed, never shown to a selector.
 REASONING_KEYS = ("reasoning_content", "thinking_blocks")
 
-ToolLike = BaseTool | Callable[..., Any] | dict[str, Any]
+ToolLike = BaseTool | Callable[..., Any]
 
 
 def to_openai_messages(
@@ -95,7 +99,7 @@ def message_from_choice(choice: Any, response: Any, usage: Usage | None) -> AIMe
         invalid_tool_calls=invalid_tool_calls,
         additional_kwargs=additional_kwargs,
         response_metadata=metadata,
-        usage_metadata=usage_metadata,  # type: ignore[arg-type]
+        usage_metadata=usage_metadata,
         id=getattr(response, "id", None),
     )
 
@@ -109,7 +113,7 @@ def supports_native_n(model: str) -> bool:
         params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
     except Exception:
         return False
-    return bool(params) and "n" in params
+    return params is not None and "n" in params
 
 
 class CandidateGenerator:
@@ -153,25 +157,36 @@ class CandidateGenerator:
         messages: list[dict[str, Any]],
         n: int,
         tools: list[dict[str, Any]] | None = None,
-    ) -> AsyncIterator[Candidate]:
+        extra: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[Candidate, None]:
         """Yields N candidates (failed ones carry `error`) in the order they finish.
+
+        `extra` holds per-call completion settings (`tool_choice`, `stop`, ...) that
+        override `completion_kwargs` for this turn only.
 
         Closing the iterator early, or cancelling its consumer, cancels every call
         still in flight: use `contextlib.aclosing`.
         """
-        request: dict[str, Any] = {**self.completion_kwargs, "messages": messages}
+        extra = extra or {}
+        for reserved in ("model", "messages", "tools", "n"):
+            if reserved in extra:
+                raise ConfigurationError(
+                    f"per-call completion settings may not set {reserved!r}: the turn sets it"
+                )
+        request: dict[str, Any] = {**self.completion_kwargs, **extra, "messages": messages}
         if tools:
             request["tools"] = tools
         pending: set[asyncio.Task[list[Candidate]]] = set()
         try:
-            if self.native_n and n > 1 and len(self.models) == 1 and supports_native_n(
-                self.models[0]
+            if (
+                self.native_n
+                and n > 1
+                and len(self.models) == 1
+                and supports_native_n(self.models[0])
             ):
                 pending.add(asyncio.create_task(self._native(request, n)))
             else:
-                pending.update(
-                    asyncio.create_task(self._single(request, i)) for i in range(n)
-                )
+                pending.update(asyncio.create_task(self._single(request, i)) for i in range(n))
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
@@ -194,7 +209,11 @@ class CandidateGenerator:
             raise
         except Exception as exc:
             error = redact(describe_error(exc), secret_values(request))
-            return [Candidate(index=index, model=model, error=error, latency_s=time.monotonic() - started)]
+            return [
+                Candidate(
+                    index=index, model=model, error=error, latency_s=time.monotonic() - started
+                )
+            ]
         message = message_from_choice(choice, result.response, result.usage)
         return [
             Candidate(
@@ -222,7 +241,9 @@ class CandidateGenerator:
             Candidate(
                 index=i,
                 model=model,
-                message=message_from_choice(choice, result.response, result.usage if i == 0 else None),
+                message=message_from_choice(
+                    choice, result.response, result.usage if i == 0 else None
+                ),
                 # One call produced them all: its usage is counted once, on the first.
                 usage=result.usage if i == 0 else Usage(),
                 latency_s=result.latency_s,
@@ -230,6 +251,8 @@ class CandidateGenerator:
             for i, choice in enumerate(choices)
         ]
         if len(candidates) < n:
-            extra = await asyncio.gather(*(self._single(request, i) for i in range(len(candidates), n)))
+            extra = await asyncio.gather(
+                *(self._single(request, i) for i in range(len(candidates), n))
+            )
             candidates.extend(c for batch in extra for c in batch)
         return candidates

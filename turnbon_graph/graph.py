@@ -160,7 +160,9 @@ def create_turnbon_agent(
     builder.add_conditional_edges("select", tools_condition, {"tools": "tools", END: END})
 
     def after_tools(state: TurnBoNState) -> Literal["generate", "__end__"]:
-        return END if turns_since_human(state["messages"]) >= max_turns else "generate"
+        if turns_since_human(state["messages"]) >= max_turns:
+            return "__end__"
+        return "generate"
 
     builder.add_conditional_edges("tools", after_tools, {"generate": "generate", END: END})
     return builder
@@ -232,4 +234,3 @@ def _turn_builder(
     builder.add_edge(START, "generate")
     builder.add_edge("generate", "select")
     return builder
-

@@ -42,7 +42,14 @@ EventSink = Callable[[dict[str, Any]], None]
 """Receives progress events: candidate_arrived, candidate_failed, selection_made."""
 
 # Settings of the generator's endpoint that a default selector (the same model) shares.
-_CONNECTION_KEYS = ("api_base", "base_url", "api_key", "api_version", "organization", "extra_headers")
+_CONNECTION_KEYS = (
+    "api_base",
+    "base_url",
+    "api_key",
+    "api_version",
+    "organization",
+    "extra_headers",
+)
 
 
 @dataclass
@@ -165,13 +172,17 @@ class TurnEngine:
         *,
         tools: list[dict[str, Any]] | None = None,
         on_event: EventSink | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> GeneratedTurn:
-        """Runs the N generator calls. Raises `AllCandidatesFailedError` if none succeeds."""
+        """Runs the N generator calls. Raises `AllCandidatesFailedError` if none succeeds.
+
+        `extra`: per-call completion settings for the generator calls (`tool_choice`,
+        `stop`, ...), over `completion_kwargs`; the selector's calls do not get them."""
         turn_id = uuid.uuid4().hex
         started = time.monotonic()
         request = to_openai_messages(self.transcript(messages))
         candidates: list[Candidate] = []
-        async with aclosing(self.generator.stream(request, self.n, tools)) as stream:
+        async with aclosing(self.generator.stream(request, self.n, tools, extra)) as stream:
             async for candidate in stream:
                 candidates.append(candidate)
                 if on_event is not None:
@@ -252,9 +263,10 @@ class TurnEngine:
         *,
         tools: list[dict[str, Any]] | None = None,
         on_event: EventSink | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> AIMessage:
         """Both phases: the chosen message for `messages`."""
-        turn = await self.generate(messages, tools=tools, on_event=on_event)
+        turn = await self.generate(messages, tools=tools, on_event=on_event, extra=extra)
         return await self.select(messages, turn, on_event=on_event)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from tests.helpers import generator_requests, stub_kwargs
+from tests.helpers import stub_kwargs
 from turnbon_graph import AllCandidatesFailedError, FirstSelector, TurnEngine, turn_record
 from turnbon_graph.testing import (
     CapturedRequest,
@@ -177,7 +177,9 @@ async def test_cancelling_a_turn_cancels_every_call_in_flight(stub: StubServer) 
     stub.script(StubResponse(body=chat_completion("never"), delay=10.0))
     before = asyncio.all_tasks()
     turn = asyncio.create_task(engine(stub, n=4).run(ASK))
-    while len(stub.requests) < 4:
+    for _ in range(500):  # wait until all four requests are at the stub
+        if len(stub.requests) == 4:
+            break
         await asyncio.sleep(0.02)
     turn.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -150,7 +150,12 @@ def parse_answer(response: Any, n: int) -> tuple[int | None, str, str | None]:
         except ValidationError as exc:
             problem = exc.errors()[0]
             where = ".".join(str(p) for p in problem.get("loc", ())) or "answer"
-            return None, raw, f"it is not a JSON object with an integer selected_index ({where}: {problem['msg']})"
+            return (
+                None,
+                raw,
+                "it is not a JSON object with an integer selected_index "
+                f"({where}: {problem['msg']})",
+            )
     if not 0 <= answer.selected_index < n:
         return None, raw, f"selected_index {answer.selected_index} is out of range 0..{n - 1}"
     return answer.selected_index, raw, None
@@ -206,7 +211,11 @@ class LLMSelector:
         candidates' actions, so a run is reproducible however turns interleave."""
         order = list(range(len(candidates)))
         if self.shuffle:
-            key = None if self.seed is None else f"{self.seed}|" + "|".join(c.action for c in candidates)
+            key = (
+                None
+                if self.seed is None
+                else f"{self.seed}|" + "|".join(c.action for c in candidates)
+            )
             random.Random(key).shuffle(order)
         return order
 
@@ -230,7 +239,11 @@ class LLMSelector:
         if self._uses_response_format():
             kwargs["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "selection", "schema": answer_schema(len(shown)), "strict": True},
+                "json_schema": {
+                    "name": "selection",
+                    "schema": answer_schema(len(shown)),
+                    "strict": True,
+                },
             }
         permutation = [c.index for c in shown]
         usage = Usage()
@@ -242,7 +255,9 @@ class LLMSelector:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                error = "the selector call failed: " + redact(describe_error(exc), secret_values(kwargs))
+                error = "the selector call failed: " + redact(
+                    describe_error(exc), secret_values(kwargs)
+                )
                 break
             usage = usage + result.usage
             shown_index, answer, problem = parse_answer(result.response, len(shown))
@@ -258,7 +273,10 @@ class LLMSelector:
             request = [
                 *request,
                 {"role": "assistant", "content": answer or ""},
-                {"role": "user", "content": RETRY_PROMPT.format(error=problem, valid=list(range(len(shown))))},
+                {
+                    "role": "user",
+                    "content": RETRY_PROMPT.format(error=problem, valid=list(range(len(shown)))),
+                },
             ]
         index, rule = fallback_choice(candidates)
         return Selection(

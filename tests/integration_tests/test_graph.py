@@ -1,0 +1,263 @@
+"""The graph factories in real LangGraph graphs, with real ToolNodes and checkpointers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from tests.helpers import selector_answer, selector_requests, stub_kwargs
+from turnbon_graph import (
+    AllCandidatesFailedError,
+    ConfigurationError,
+    FirstSelector,
+    create_turnbon_agent,
+    create_turnbon_graph,
+    turn_record,
+)
+from turnbon_graph.testing import (
+    CapturedRequest,
+    StubServer,
+    chat_completion,
+    error,
+    is_selector_request,
+    tool_call,
+)
+
+SECRET = "sk-very-secret-key-123"
+TOOL_TURNS = 3
+
+
+def make_shell(executed: list[str]) -> Any:
+    @tool
+    def shell(command: str) -> str:
+        """Run a shell command and return its output."""
+        executed.append(command)
+        return f"output of {command}"
+
+    return shell
+
+
+def script_episode(stub: StubServer, display_pick: int = 1) -> None:
+    """Turn t (from the transcript length) proposes distinct commands until TOOL_TURNS
+    actions have run, then every candidate answers 'done' (a unanimous final turn)."""
+    counter = itertools.count()
+
+    def generator(request: CapturedRequest) -> dict[str, Any]:
+        assert request.body is not None
+        turn = sum(1 for m in request.body["messages"] if m["role"] == "tool")
+        if turn >= TOOL_TURNS:
+            return chat_completion("done")
+        command = f"turn{turn}-cand{next(counter)}"
+        return chat_completion(tool_calls=[tool_call("shell", {"command": command})])
+
+    stub.route(is_selector_request, selector_answer(display_pick))
+    stub.script(generator)
+
+
+def assert_executed_what_was_chosen(messages: list[Any], executed: list[str]) -> None:
+    chosen = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+    assert len(chosen) == TOOL_TURNS
+    for message in chosen:
+        record = turn_record(message)
+        assert record is not None
+        picked = record.candidates[record.selected_index]
+        # The message is the selected candidate, and the selector's display pick maps to it.
+        assert message.tool_calls[0]["args"] == picked.tool_calls[0]["args"]
+        assert record.permutation is not None and record.selected_index == record.permutation[1]
+    assert executed == [m.tool_calls[0]["args"]["command"] for m in chosen]
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [r.tool_call_id for r in results] == [m.tool_calls[0]["id"] for m in chosen]
+    assert isinstance(messages[-1], AIMessage) and messages[-1].content == "done"
+
+
+async def test_drop_in_model_node_in_a_hand_built_graph(stub: StubServer) -> None:
+    script_episode(stub)
+    executed: list[str] = []
+    shell = make_shell(executed)
+    turnbon = create_turnbon_graph(
+        "openai/stub",
+        [shell],
+        execute_tools=False,
+        n=4,
+        seed=5,
+        completion_kwargs=stub_kwargs(stub.base_url),
+    ).compile()
+    parent = StateGraph(MessagesState)
+    parent.add_node("agent", turnbon)
+    parent.add_node("tools", ToolNode([shell]))
+    parent.add_edge(START, "agent")
+    parent.add_conditional_edges("agent", tools_condition)
+    parent.add_edge("tools", "agent")
+    graph = parent.compile(checkpointer=InMemorySaver())
+
+    config = {"configurable": {"thread_id": "drop-in"}}
+    out = await graph.ainvoke({"messages": [HumanMessage("do it")]}, config)
+    assert_executed_what_was_chosen(out["messages"], executed)
+    assert "turnbon_pending" not in out
+    # Every generator request offered the tool.
+    assert all(r.body and r.body["tools"] for r in stub.requests if not is_selector_request(r))
+    saved = (await graph.aget_state(config)).values["messages"]
+    assert [turn_record(m) for m in saved] == [turn_record(m) for m in out["messages"]]
+
+
+async def test_agent_runs_the_loop_and_resumes_a_thread(stub: StubServer) -> None:
+    script_episode(stub)
+    executed: list[str] = []
+    agent = create_turnbon_agent(
+        "openai/stub",
+        [make_shell(executed)],
+        n=3,
+        seed=1,
+        completion_kwargs=stub_kwargs(stub.base_url),
+    ).compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "agent"}}
+    out = await agent.ainvoke({"messages": [HumanMessage("do it")]}, config)
+    assert_executed_what_was_chosen(out["messages"], executed)
+    final = turn_record(out["messages"][-1])
+    assert final is not None and final.selector == "unanimous"
+
+    # A follow-up on the same thread sees the whole saved conversation.
+    stub.reset()
+    stub.script(chat_completion("still done"))
+    again = await agent.ainvoke({"messages": [HumanMessage("anything else?")]}, config)
+    sent = stub.requests[0].body
+    assert sent is not None and len(sent["messages"]) == len(out["messages"]) + 1
+    assert again["messages"][-1].content == "still done"
+    saved = (await agent.aget_state(config)).values["messages"]
+    assert sum(1 for m in saved if turn_record(m) is not None) == TOOL_TURNS + 2
+
+
+async def test_subgraph_with_its_own_tool_node(stub: StubServer) -> None:
+    script_episode(stub)
+    executed: list[str] = []
+    graph = create_turnbon_graph(
+        "openai/stub",
+        [make_shell(executed)],
+        n=2,
+        completion_kwargs=stub_kwargs(stub.base_url),
+    )
+    assert set(graph.nodes) == {"generate", "select", "tools"}
+    out = await graph.compile().ainvoke({"messages": [HumanMessage("one step")]})
+    assert [type(m) for m in out["messages"]] == [HumanMessage, AIMessage, ToolMessage]
+    assert executed == [out["messages"][1].tool_calls[0]["args"]["command"]]
+    assert set(create_turnbon_graph("openai/stub").nodes) == {"generate", "select"}
+
+
+async def test_progress_goes_out_as_custom_stream_events(stub: StubServer) -> None:
+    stub.route(
+        lambda r: not is_selector_request(r),
+        error(400, "nope"),
+        chat_completion("a"),
+        chat_completion("b"),
+    )
+    stub.route(is_selector_request, selector_answer(0))
+    graph = create_turnbon_graph(
+        "openai/stub",
+        n=3,
+        max_concurrency=1,
+        completion_kwargs=stub_kwargs(stub.base_url),
+        name="mine",
+    ).compile()
+    events = [e async for e in graph.astream({"messages": [("user", "hi")]}, stream_mode="custom")]
+    kinds = [e["turnbon"] for e in events]
+    assert kinds.count("candidate_arrived") == 2 and kinds.count("candidate_failed") == 1
+    assert kinds[-1] == "selection_made"
+    assert {e["source"] for e in events} == {"mine"}
+    assert len({e["turn_id"] for e in events}) == 1
+
+
+async def test_all_candidates_failing_appends_nothing(stub: StubServer) -> None:
+    stub.script(error(400, "model does not exist"))
+    agent = create_turnbon_agent(
+        "openai/stub",
+        [make_shell([])],
+        n=2,
+        completion_kwargs=stub_kwargs(stub.base_url),
+    ).compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "fail"}}
+    with pytest.raises(AllCandidatesFailedError, match="model does not exist"):
+        await agent.ainvoke({"messages": [HumanMessage("go")]}, config)
+    saved = (await agent.aget_state(config)).values["messages"]
+    assert [type(m) for m in saved] == [HumanMessage]
+
+
+async def test_max_turns_stops_after_the_last_action_ran(stub: StubServer) -> None:
+    script_episode(stub)
+    executed: list[str] = []
+    agent = create_turnbon_agent(
+        "openai/stub",
+        [make_shell(executed)],
+        n=2,
+        max_turns=2,
+        selector=FirstSelector(),
+        completion_kwargs=stub_kwargs(stub.base_url),
+    ).compile()
+    out = await agent.ainvoke({"messages": [HumanMessage("go")]})
+    assert len(executed) == 2
+    assert isinstance(out["messages"][-1], ToolMessage)
+
+
+async def test_trace_and_records_never_hold_the_api_key(stub: StubServer, tmp_path: Path) -> None:
+    script_episode(stub)
+    trace = tmp_path / "trace.jsonl"
+    agent = create_turnbon_agent(
+        "openai/stub",
+        [make_shell([])],
+        n=3,
+        trace=trace,
+        completion_kwargs={
+            **stub_kwargs(stub.base_url, api_key=SECRET),
+            "extra_headers": {"X-Team-Token": "team-token-value"},
+        },
+    ).compile()
+    out = await agent.ainvoke({"messages": [HumanMessage("go")]})
+    assert stub.requests[0].header("Authorization") == f"Bearer {SECRET}"
+    assert stub.requests[0].header("X-Team-Token") == "team-token-value"
+    lines = trace.read_text().splitlines()
+    assert len(lines) == TOOL_TURNS + 1
+    assert [json.loads(line)["turn_id"] for line in lines] == [
+        r.turn_id for m in out["messages"] if (r := turn_record(m))
+    ]
+    dumped = trace.read_text() + json.dumps([m.model_dump() for m in out["messages"]], default=str)
+    assert SECRET not in dumped and "team-token-value" not in dumped
+    # The default selector (the generator's model) shared the generator's endpoint and key.
+    assert selector_requests(stub.requests)[0].header("Authorization") == f"Bearer {SECRET}"
+
+
+async def test_failed_calls_never_leak_the_key_into_errors(stub: StubServer) -> None:
+    stub.script(error(401, f"Incorrect API key provided: {SECRET}"))
+    graph = create_turnbon_graph(
+        "openai/stub",
+        n=1,
+        completion_kwargs=stub_kwargs(stub.base_url, api_key=SECRET),
+    ).compile()
+    with pytest.raises(AllCandidatesFailedError) as caught:
+        await graph.ainvoke({"messages": [HumanMessage("go")]})
+    assert SECRET not in str(caught.value)
+    assert "REDACTED" in str(caught.value)
+
+
+def test_bad_options_fail_at_construction_with_advice() -> None:
+    with pytest.raises(ConfigurationError, match="n must be"):
+        create_turnbon_graph("openai/stub", n=0)
+    with pytest.raises(ConfigurationError, match="LiteLLM model id"):
+        create_turnbon_graph("", n=2)
+    with pytest.raises(ConfigurationError, match="selector_kwargs"):
+        create_turnbon_graph("openai/stub", selector=FirstSelector(), selector_kwargs={"x": 1})
+    with pytest.raises(ConfigurationError, match="selector must be"):
+        create_turnbon_graph("openai/stub", selector=42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="needs at least one tool"):
+        create_turnbon_agent("openai/stub", [])
+    with pytest.raises(ConfigurationError, match="may not set 'tools'"):
+        create_turnbon_graph("openai/stub", completion_kwargs={"tools": []})
+    with pytest.raises(ConfigurationError, match="max_concurrency"):
+        create_turnbon_graph("openai/stub", max_concurrency=0)
