@@ -2,33 +2,70 @@
 
 At every turn a generator proposes N candidate actions, a selector picks one, and only
 that one is executed. See the README for the quickstart.
+
+Names are imported on first use (PEP 562), so `turnbon --help` and light tools do not
+pay for importing LangGraph; `from turnbon_graph import X` works as usual.
 """
 
-from turnbon_graph.candidates import Candidate, canonical_action
-from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, TurnBoNError
-from turnbon_graph.graph import TurnBoNState, create_turnbon_agent, create_turnbon_graph
-from turnbon_graph.records import (
-    CandidateRecord,
-    JSONLTraceSink,
-    TraceSink,
-    TurnRecord,
-    Usage,
-    UsageSplit,
-)
-from turnbon_graph.selectors import (
-    FirstSelector,
-    LLMSelector,
-    MajorityVoteSelector,
-    RandomSelector,
-    Selection,
-    Selector,
-)
-from turnbon_graph.turn import TurnEngine, turn_record
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from turnbon_graph.candidates import Candidate, canonical_action
+    from turnbon_graph.chat_model import ChatTurnBoN
+    from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, TurnBoNError
+    from turnbon_graph.graph import TurnBoNState, create_turnbon_agent, create_turnbon_graph
+    from turnbon_graph.records import (
+        CandidateRecord,
+        JSONLTraceSink,
+        TraceSink,
+        TurnRecord,
+        Usage,
+        UsageSplit,
+    )
+    from turnbon_graph.selectors import (
+        FirstSelector,
+        LLMSelector,
+        MajorityVoteSelector,
+        RandomSelector,
+        Selection,
+        Selector,
+    )
+    from turnbon_graph.turn import TurnEngine, turn_record
+
+_SOURCES = {
+    "Candidate": "candidates",
+    "canonical_action": "candidates",
+    "ChatTurnBoN": "chat_model",
+    "AllCandidatesFailedError": "errors",
+    "ConfigurationError": "errors",
+    "TurnBoNError": "errors",
+    "TurnBoNState": "graph",
+    "create_turnbon_agent": "graph",
+    "create_turnbon_graph": "graph",
+    "CandidateRecord": "records",
+    "JSONLTraceSink": "records",
+    "TraceSink": "records",
+    "TurnRecord": "records",
+    "Usage": "records",
+    "UsageSplit": "records",
+    "FirstSelector": "selectors",
+    "LLMSelector": "selectors",
+    "MajorityVoteSelector": "selectors",
+    "RandomSelector": "selectors",
+    "Selection": "selectors",
+    "Selector": "selectors",
+    "TurnEngine": "turn",
+    "turn_record": "turn",
+}
 
 __all__ = [
     "AllCandidatesFailedError",
     "Candidate",
     "CandidateRecord",
+    "ChatTurnBoN",
     "ConfigurationError",
     "FirstSelector",
     "JSONLTraceSink",
@@ -49,3 +86,16 @@ __all__ = [
     "create_turnbon_graph",
     "turn_record",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'turnbon_graph' has no attribute {name!r}")
+    value = getattr(import_module(f"turnbon_graph.{module}"), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
