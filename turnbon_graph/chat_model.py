@@ -1,0 +1,415 @@
+"""`ChatTurnBoN`: one Turn-BoN turn per call, as a LangChain chat model.
+
+It drops into anything that takes a `BaseChatModel`: LangGraph's prebuilt
+`create_react_agent`, LangChain agents, chains. Every call runs the same `TurnEngine` as
+`create_turnbon_graph` (N candidates, then selection) and returns the chosen `AIMessage`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from langchain_core.callbacks import (
+    AsyncCallbackManager,
+    AsyncCallbackManagerForLLMRun,
+    CallbackManager,
+    CallbackManagerForLLMRun,
+)
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, PrivateAttr, SecretStr, SkipValidation
+
+from turnbon_graph.client import secret_values
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.records import JSONLTraceSink, TraceSink
+from turnbon_graph.selectors.base import Selector
+from turnbon_graph.turn import EventSink, TurnEngine, turn_record
+
+__all__ = ["ChatTurnBoN"]
+
+EVENT_NAME = "turnbon"
+"""Name of the custom callback events a call dispatches (data: the progress event)."""
+
+_T = TypeVar("_T")
+
+# tool_choice values the OpenAI format (and LiteLLM) takes as they are.
+_TOOL_CHOICE_MODES = ("auto", "none", "required")
+# Per-call keyword arguments that are LangChain switches, not completion settings.
+_LANGCHAIN_ONLY_KWARGS = ("stream",)
+
+
+class ChatTurnBoN(BaseChatModel):
+    """A chat model that answers each call with a turn-level best-of-N choice.
+
+    Each call proposes `n` candidate next messages through LiteLLM, lets the selector
+    pick one (no selector call when all candidates agree), and returns the chosen
+    `AIMessage` with its turn record in `response_metadata["turnbon"]` (read it with
+    `turnbon_graph.turn_record`). Only the chosen message's tool calls reach the agent,
+    so only they are executed.
+
+    Options are those of `create_turnbon_graph`:
+
+    Args:
+        model: a LiteLLM model id, or a list of ids for a mixed pool.
+        n: candidates per call.
+        selector: a LiteLLM model id (an `LLMSelector` on it), a `Selector`, or None for
+            an `LLMSelector` on the generator's model sharing its endpoint.
+        completion_kwargs: forwarded to every generator call (api_base, temperature, ...).
+        selector_kwargs: forwarded to selector calls when `selector` is a model id.
+        prompt: system prompt used when the messages carry none.
+        max_concurrency, rate_limit, timeout, max_retries, native_n, seed: as in
+            `create_turnbon_graph`.
+        trace: a `TraceSink`, or a path to append one JSON line per turn to.
+
+    LangChain's standard parameters `temperature`, `max_tokens`, `stop` and `api_key`
+    are shorthand for the same `completion_kwargs` entries (generator calls only, except
+    that a default selector shares the generator's `api_key`); setting one both ways with
+    different values is an error. `streaming` is accepted for compatibility: a turn is
+    only decided once every candidate is in, so the answer always arrives whole.
+
+    Per-call keyword arguments (bound with `bind`/`bind_tools` or passed to `invoke`):
+    `tools` are offered to every candidate; `tool_choice`, `stop`, `parallel_tool_calls`
+    and any other completion settings go to the generator calls of that call only. A
+    per-call `model` is refused: the models are fixed at construction.
+
+    Usage: the returned message's `usage_metadata` counts the whole turn, every
+    generator call plus the selector's, because that is what the call cost and what
+    LangChain callbacks and usage trackers add up. The chosen candidate's own usage
+    stays in the turn record (`candidates[selected_index].usage`), with the
+    generator/selector split in `usage`.
+
+    Progress events (candidate_arrived, candidate_failed, selection_made) are dispatched
+    as custom callback events named `"turnbon"` on the model's run, so they show up in
+    `astream_events` as `on_custom_event`.
+
+    The engine is built once, at construction (configuration errors raise
+    `ConfigurationError` there), and rebuilt only if the options are changed afterwards.
+    Selectors and trace sinks are arbitrary objects, so the model is not
+    LangChain-serializable.
+    """
+
+    model: str | list[str]
+    n: int = 4
+    selector: Annotated[str | Selector | None, SkipValidation()] = None
+    completion_kwargs: dict[str, Any] | None = None
+    selector_kwargs: dict[str, Any] | None = None
+    prompt: str | None = None
+    max_concurrency: int | None = None
+    rate_limit: float | None = None
+    timeout: float | None = None
+    max_retries: int = 2
+    native_n: bool = False
+    seed: int | None = None
+    trace: Annotated[TraceSink | str | Path | None, SkipValidation()] = None
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    api_key: SecretStr | None = None
+    streaming: bool = False
+
+    model_config = ConfigDict(extra="forbid")
+
+    _engine: TurnEngine | None = PrivateAttr(default=None)
+    _engine_options: dict[str, Any] | None = PrivateAttr(default=None)
+
+    if not TYPE_CHECKING:
+        # Builds the engine after validation. Not a validator: pydantic would wrap a
+        # ConfigurationError in a ValidationError. Hidden from type checkers, so they
+        # keep the keyword signature pydantic synthesises from the fields.
+        def __init__(self, **data: Any) -> None:
+            super().__init__(**data)
+            self._get_engine()
+
+    # ------------------------------------------------------------------ engine
+
+    def _generator_kwargs(self) -> dict[str, Any]:
+        """`completion_kwargs` with the standard LangChain parameters merged in."""
+        kwargs = dict(self.completion_kwargs or {})
+        shorthand: dict[str, Any] = {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "stop": list(self.stop) if self.stop else None,
+            "api_key": self.api_key.get_secret_value() if self.api_key is not None else None,
+        }
+        for key, value in shorthand.items():
+            if value is None:
+                continue
+            if key in kwargs and kwargs[key] != value:
+                raise ConfigurationError(
+                    f"{key} is set both as ChatTurnBoN({key}=...) and in completion_kwargs, "
+                    "with different values; set it in one place"
+                )
+            kwargs[key] = value
+        return kwargs
+
+    def _options(self) -> dict[str, Any]:
+        trace = self.trace
+        if trace is not None and not isinstance(trace, str | Path | TraceSink):
+            raise ConfigurationError(
+                f"trace must be a TraceSink (with a `write(record)` method), a file path, "
+                f"or None; got {trace!r}"
+            )
+        return {
+            "model": list(self.model) if isinstance(self.model, list) else self.model,
+            "n": self.n,
+            "selector": self.selector,
+            "completion_kwargs": self._generator_kwargs(),
+            "selector_kwargs": dict(self.selector_kwargs)
+            if self.selector_kwargs is not None
+            else None,
+            "prompt": self.prompt,
+            "max_concurrency": self.max_concurrency,
+            "rate_limit": self.rate_limit,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "native_n": self.native_n,
+            "seed": self.seed,
+            "trace": trace,
+        }
+
+    def _get_engine(self) -> TurnEngine:
+        """The cached engine; rebuilt if the options changed since it was built (after
+        `model_copy(update=...)` or an attribute assignment)."""
+        options = self._options()
+        if self._engine is None or options != self._engine_options:
+            model = options.pop("model")
+            trace = options.pop("trace")
+            sink = JSONLTraceSink(trace) if isinstance(trace, str | Path) else trace
+            self._engine = TurnEngine.from_options(model, trace=sink, **options)
+            self._engine_options = {**options, "model": model, "trace": trace}
+        return self._engine
+
+    @property
+    def engine(self) -> TurnEngine:
+        """The `TurnEngine` every call runs."""
+        return self._get_engine()
+
+    # ------------------------------------------------------------------ LangChain metadata
+
+    @property
+    def _llm_type(self) -> str:
+        return "turnbon"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        # Goes into callbacks (`invocation_params`) and cache keys: no secrets.
+        return {
+            "model": self.model,
+            "n": self.n,
+            "selector": self._get_engine().selector.name,
+            "prompt": self.prompt,
+            "native_n": self.native_n,
+            "seed": self.seed,
+            "completion_kwargs": _redacted(self._generator_kwargs()),
+        }
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        settings = {**self._generator_kwargs(), **kwargs}
+        model = kwargs.get("model")
+        params = LangSmithParams(
+            ls_provider="turnbon",
+            ls_model_name=model if isinstance(model, str) else self._get_engine().generator.label,
+            ls_model_type="chat",
+        )
+        temperature = settings.get("temperature")
+        if isinstance(temperature, int | float) and not isinstance(temperature, bool):
+            params["ls_temperature"] = float(temperature)
+        max_tokens = settings.get("max_tokens")
+        if isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
+            params["ls_max_tokens"] = max_tokens
+        stop_sequences = stop or settings.get("stop")
+        if stop_sequences:
+            params["ls_stop"] = list(stop_sequences)
+        return params
+
+    def __repr_args__(self) -> Any:
+        # The repr reaches callbacks and traces (as `serialized` of a non-serializable
+        # model): keep keys given in completion_kwargs/selector_kwargs out of it.
+        return [
+            (key, _redacted(value) if key.endswith("_kwargs") and value else value)
+            for key, value in super().__repr_args__()
+        ]
+
+    # ------------------------------------------------------------------ tools
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: dict[str, Any] | str | bool | None = None,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Offers `tools` to every candidate of every call.
+
+        `tool_choice`: "auto", "none", "required" (alias "any" or True), a tool name to
+        force that tool, or an OpenAI tool_choice dict. `strict` is passed to
+        `convert_to_openai_tool`. Other keyword arguments are bound as per-call
+        completion settings (for example `parallel_tool_calls=False`).
+        """
+        formatted = [convert_to_openai_tool(tool, strict=strict) for tool in tools]
+        if tool_choice is not None and tool_choice is not False:
+            kwargs["tool_choice"] = _tool_choice(tool_choice, formatted)
+        return self.bind(tools=formatted, **kwargs)
+
+    # ------------------------------------------------------------------ calls
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        on_event: EventSink | None = None
+        if run_manager is not None and run_manager.handlers:
+            manager = CallbackManager(
+                handlers=run_manager.handlers,
+                parent_run_id=run_manager.parent_run_id,
+                tags=run_manager.tags,
+                metadata=run_manager.metadata,
+            )
+            run_id = run_manager.run_id
+
+            def on_event(event: dict[str, Any]) -> None:
+                manager.on_custom_event(EVENT_NAME, event, run_id=run_id)
+
+        return _run_sync(self._turn(messages, stop, kwargs, on_event))
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        async with _async_events(run_manager) as on_event:
+            return await self._turn(messages, stop, kwargs, on_event)
+
+    async def _turn(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        kwargs: dict[str, Any],
+        on_event: EventSink | None,
+    ) -> ChatResult:
+        extra = {k: v for k, v in kwargs.items() if k not in _LANGCHAIN_ONLY_KWARGS}
+        tools = extra.pop("tools", None)
+        if "model" in extra:
+            raise ConfigurationError(
+                f"ChatTurnBoN got a per-call model={extra['model']!r}; its models are fixed "
+                "at construction: create another ChatTurnBoN for other models"
+            )
+        if stop:
+            extra["stop"] = list(stop)
+        openai_tools = [convert_to_openai_tool(t) for t in tools] if tools else None
+        message = await self._get_engine().run(
+            messages, tools=openai_tools, on_event=on_event, extra=extra or None
+        )
+        return _chat_result(message)
+
+
+def _chat_result(message: AIMessage) -> ChatResult:
+    """The chosen message, its usage_metadata summed over the whole turn."""
+    record = turn_record(message)
+    if record is not None:
+        total = record.usage.generator + record.usage.selector
+        usage: UsageMetadata = {
+            "input_tokens": total.prompt_tokens,
+            "output_tokens": total.completion_tokens,
+            "total_tokens": total.total_tokens,
+            "output_token_details": {"reasoning": total.reasoning_tokens},
+        }
+        message = message.model_copy(update={"usage_metadata": usage})
+    return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _tool_choice(
+    choice: dict[str, Any] | str | bool, tools: list[dict[str, Any]]
+) -> dict[str, Any] | str:
+    if isinstance(choice, dict):
+        return choice
+    if choice is True or choice == "any":
+        return "required"
+    if isinstance(choice, str):
+        if choice in _TOOL_CHOICE_MODES:
+            return choice
+        names = [tool["function"]["name"] for tool in tools if "function" in tool]
+        if choice not in names:
+            raise ConfigurationError(
+                f"tool_choice {choice!r} is neither 'auto', 'none', 'required', 'any' nor "
+                f"the name of a bound tool ({', '.join(names) or 'no tools bound'})"
+            )
+        return {"type": "function", "function": {"name": choice}}
+    raise ConfigurationError(
+        f"tool_choice must be a tool name, 'auto', 'none', 'required', 'any', a bool or a "
+        f"dict; got {choice!r}"
+    )
+
+
+def _redacted(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """`kwargs` with every secret value (API keys, header values) replaced."""
+    secrets = set(secret_values(kwargs))
+    out: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if isinstance(value, Mapping):
+            out[key] = {k: "**********" if str(v) in secrets else v for k, v in value.items()}
+        else:
+            out[key] = "**********" if isinstance(value, str) and value in secrets else value
+    return out
+
+
+@asynccontextmanager
+async def _async_events(
+    run_manager: AsyncCallbackManagerForLLMRun | None,
+) -> AsyncIterator[EventSink | None]:
+    """An event sink that dispatches custom callback events on the model's run, in order.
+
+    The engine reports progress synchronously; a single pump task awaits the handlers.
+    """
+    if run_manager is None or not run_manager.handlers:
+        yield None
+        return
+    manager = AsyncCallbackManager(
+        handlers=run_manager.handlers,
+        parent_run_id=run_manager.parent_run_id,
+        tags=run_manager.tags,
+        metadata=run_manager.metadata,
+    )
+    run_id = run_manager.run_id
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        while (event := await queue.get()) is not None:
+            await manager.on_custom_event(EVENT_NAME, event, run_id=run_id)
+
+    task = asyncio.create_task(pump())
+    try:
+        yield queue.put_nowait
+    finally:
+        queue.put_nowait(None)
+        await task
+
+
+def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Runs a coroutine to completion from sync code, also when a loop is running in
+    this thread (then in a worker thread with its own loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    context = contextvars.copy_context()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnbon-sync") as pool:
+        return pool.submit(context.run, asyncio.run, coro).result()
