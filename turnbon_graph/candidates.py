@@ -118,6 +118,14 @@ def plurality_position(candidates: Sequence[Candidate]) -> int:
     return best[0]
 
 
+def fallback_choice(candidates: Sequence[Candidate]) -> tuple[int, str]:
+    """Majority when one action has a strict plurality of two or more, else the first."""
+    groups = sorted(group_by_action(candidates).values(), key=len, reverse=True)
+    if len(groups[0]) >= 2 and (len(groups) == 1 or len(groups[0]) > len(groups[1])):
+        return groups[0][0], "majority"
+    return 0, "first"
+
+
 def candidate_to_state(candidate: Candidate) -> dict[str, Any]:
     """A checkpointable form: plain values and the message itself (LangGraph serialises it)."""
     return {

@@ -82,6 +82,13 @@ class TurnRecord(BaseModel):
     candidates: list[CandidateRecord]
     usage: UsageSplit
     latency_s: LatencySplit
+    scores: list[float | None] | None = None
+    """A scoring selector's score per candidate (generation order), or None."""
+    synthesized: dict[str, Any] | None = None
+    """The action a selector wrote itself ({content, tool_calls}), executed instead of
+    `candidates[selected_index]`, which it was built from; None when a candidate ran."""
+    resamples: int = 0
+    """How often every candidate was rejected and the turn sampled a fresh batch."""
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -22,6 +22,7 @@ from turnbon_graph.candidates import (
     agreement,
     candidate_from_state,
     candidate_to_state,
+    fallback_choice,
     group_by_action,
 )
 from turnbon_graph.client import LiteLLMClient
@@ -60,10 +61,16 @@ class GeneratedTurn:
     n_requested: int
     candidates: list[Candidate]
     latency_s: float
+    tools: list[dict[str, Any]] | None = None
+    extra: dict[str, Any] | None = None
+    """The request settings, kept so that a resample asks the same question."""
+    rejected: int = 0
+    """How many candidates at the front of `candidates` a selector already rejected."""
 
     @property
     def ok(self) -> list[Candidate]:
-        return [c for c in self.candidates if c.ok]
+        """Successful candidates still in the running (not rejected), in generation order."""
+        return [c for c in self.candidates[self.rejected :] if c.ok]
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -71,6 +78,9 @@ class GeneratedTurn:
             "n_requested": self.n_requested,
             "candidates": [candidate_to_state(c) for c in self.candidates],
             "latency_s": self.latency_s,
+            "tools": self.tools,
+            "extra": self.extra,
+            "rejected": self.rejected,
         }
 
     @classmethod
@@ -80,6 +90,25 @@ class GeneratedTurn:
             n_requested=data["n_requested"],
             candidates=[candidate_from_state(c) for c in data["candidates"]],
             latency_s=data["latency_s"],
+            tools=data.get("tools"),
+            extra=data.get("extra"),
+            rejected=data.get("rejected", 0),
+        )
+
+    def resampled(self, fresh: GeneratedTurn) -> GeneratedTurn:
+        """This turn with every current candidate rejected and `fresh`'s appended after
+        them (re-indexed so indices stay unique)."""
+        offset = len(self.candidates)
+        for candidate in fresh.candidates:
+            candidate.index += offset
+        return GeneratedTurn(
+            turn_id=self.turn_id,
+            n_requested=self.n_requested + fresh.n_requested,
+            candidates=[*self.candidates, *fresh.candidates],
+            latency_s=self.latency_s + fresh.latency_s,
+            tools=self.tools,
+            extra=self.extra,
+            rejected=offset,
         )
 
 
@@ -188,7 +217,9 @@ class TurnEngine:
                 if on_event is not None:
                     on_event(_candidate_event(turn_id, candidate))
         candidates.sort(key=lambda c: c.index)
-        turn = GeneratedTurn(turn_id, self.n, candidates, time.monotonic() - started)
+        turn = GeneratedTurn(
+            turn_id, self.n, candidates, time.monotonic() - started, tools=tools, extra=extra
+        )
         if not turn.ok:
             last = max(candidates, key=lambda c: c.latency_s).error or "unknown error"
             raise AllCandidatesFailedError(self.generator.label, self.n, last)
@@ -204,23 +235,17 @@ class TurnEngine:
         """Chooses among the turn's candidates and returns the chosen message with its
         record in `response_metadata["turnbon"]`."""
         started = time.monotonic()
+        selection, turn, selector_usage = await self._choose(messages, turn, on_event)
         ok = turn.ok
-        if len(group_by_action(ok)) == 1:
-            # Every candidate proposes the same action: there is nothing to choose.
-            selection = Selection(index=0, selector="unanimous" if len(ok) > 1 else "single")
-        else:
-            selection = await self.selector.select(self.transcript(messages), ok)
-            if not 0 <= selection.index < len(ok):
-                raise ConfigurationError(
-                    f"selector {self.selector.name!r} returned index {selection.index}, "
-                    f"outside 0..{len(ok) - 1}; a Selector must return a position in the "
-                    "candidates it was given"
-                )
         chosen = ok[selection.index]
+        scores: list[float | None] | None = None
+        if selection.scores is not None:
+            by_index = dict(zip((c.index for c in ok), selection.scores, strict=True))
+            scores = [by_index.get(c.index) for c in turn.candidates]
         record = TurnRecord(
             turn_id=turn.turn_id,
             n_requested=turn.n_requested,
-            n_ok=len(ok),
+            n_ok=sum(1 for c in turn.candidates if c.ok),
             selected_index=chosen.index,
             selector=selection.selector,
             fallback=selection.fallback,
@@ -230,17 +255,18 @@ class TurnEngine:
             candidates=[c.to_record() for c in turn.candidates],
             usage=UsageSplit(
                 generator=sum((c.usage for c in turn.candidates), Usage()),
-                selector=selection.usage,
+                selector=selector_usage,
             ),
             latency_s=LatencySplit(generate=turn.latency_s, select=time.monotonic() - started),
+            scores=scores,
+            synthesized=_action(selection.message) if selection.message is not None else None,
+            resamples=1 if turn.rejected else 0,  # at most one fresh batch per turn
         )
-        assert chosen.message is not None
-        message = chosen.message.model_copy(
+        executed = selection.message or chosen.message
+        assert executed is not None
+        message = executed.model_copy(
             update={
-                "response_metadata": {
-                    **chosen.message.response_metadata,
-                    RECORD_KEY: record.to_json(),
-                }
+                "response_metadata": {**executed.response_metadata, RECORD_KEY: record.to_json()}
             }
         )
         if self.trace is not None:
@@ -257,6 +283,55 @@ class TurnEngine:
             )
         return message
 
+    async def _choose(
+        self,
+        messages: Sequence[BaseMessage],
+        turn: GeneratedTurn,
+        on_event: EventSink | None,
+    ) -> tuple[Selection, GeneratedTurn, Usage]:
+        """The selection, the turn it was made in (a resample extends it), and what every
+        selector call cost."""
+        spent = Usage()
+        while True:
+            ok = turn.ok
+            if len(group_by_action(ok)) == 1:
+                # Every candidate proposes the same action: there is nothing to choose.
+                label = "unanimous" if len(ok) > 1 else "single"
+                return Selection(index=0, selector=label), turn, spent
+            selection = await self.selector.select(self.transcript(messages), ok)
+            if not 0 <= selection.index < len(ok):
+                raise ConfigurationError(
+                    f"selector {self.selector.name!r} returned index {selection.index}, "
+                    f"outside 0..{len(ok) - 1}; a Selector must return a position in the "
+                    "candidates it was given"
+                )
+            spent = spent + selection.usage
+            if not selection.none_acceptable:
+                return selection, turn, spent
+            problem = "the selector rejected every candidate"
+            if not turn.rejected:  # one fresh batch, then fall back
+                try:
+                    fresh = await self.generate(
+                        messages, tools=turn.tools, extra=turn.extra, on_event=on_event
+                    )
+                except AllCandidatesFailedError as exc:
+                    problem += f" and the resample failed ({exc.last_error})"
+                else:
+                    turn = turn.resampled(fresh)
+                    continue
+            else:
+                problem += " twice"
+            index, rule = fallback_choice(ok)
+            fallback = selection.model_copy(
+                update={
+                    "index": index,
+                    "none_acceptable": False,
+                    "message": None,
+                    "fallback": f"{problem}; fell back to {rule}",
+                }
+            )
+            return fallback, turn, spent
+
     async def run(
         self,
         messages: Sequence[BaseMessage],
@@ -268,6 +343,15 @@ class TurnEngine:
         """Both phases: the chosen message for `messages`."""
         turn = await self.generate(messages, tools=tools, on_event=on_event, extra=extra)
         return await self.select(messages, turn, on_event=on_event)
+
+
+def _action(message: AIMessage) -> dict[str, Any]:
+    return {
+        "content": message.text,
+        "tool_calls": [
+            {"name": c["name"], "args": c["args"], "id": c.get("id")} for c in message.tool_calls
+        ],
+    }
 
 
 def _candidate_event(turn_id: str, candidate: Candidate) -> dict[str, Any]:

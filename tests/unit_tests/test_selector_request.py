@@ -9,11 +9,11 @@ from types import SimpleNamespace
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from tests.helpers import candidate
+from turnbon_graph.candidates import fallback_choice
 from turnbon_graph.selectors.llm import (
     SELECTOR_SYSTEM_PROMPT,
     LLMSelector,
     build_request,
-    fallback_choice,
     parse_answer,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, Field
 
 from turnbon_graph.candidates import Candidate
@@ -28,6 +28,13 @@ class Selection(BaseModel):
     answer: str | None = None
     """The raw answer text of a model-based selector."""
     usage: Usage = Field(default_factory=Usage)
+    scores: list[float | None] | None = None
+    """Per-candidate scores of a scoring selector, by position in `candidates`."""
+    none_acceptable: bool = False
+    """The selector rejected every candidate: the turn resamples once, then falls back."""
+    message: AIMessage | None = None
+    """An action the selector wrote itself (fusion, refinement), executed instead of
+    `candidates[index]`; `index` then names the candidate it was built from."""
 
 
 @runtime_checkable
@@ -36,6 +43,8 @@ class Selector(Protocol):
 
     `candidates` holds only successful candidates, in generation order, at least two of
     them, proposing at least two distinct actions (unanimous turns never reach a selector).
+    A selector may reject them all (`none_acceptable=True`), score them (`scores`), or
+    write the action itself (`message`).
     """
 
     @property

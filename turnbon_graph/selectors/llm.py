@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
-from turnbon_graph.candidates import Candidate, _text, group_by_action
+from turnbon_graph.candidates import Candidate, _text, fallback_choice
 from turnbon_graph.client import LiteLLMClient, describe_error, redact, secret_values
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
@@ -287,11 +287,3 @@ class LLMSelector:
             answer=answer,
             usage=usage,
         )
-
-
-def fallback_choice(candidates: Sequence[Candidate]) -> tuple[int, str]:
-    """Majority when one action has a strict plurality of two or more, else the first."""
-    groups = sorted(group_by_action(candidates).values(), key=len, reverse=True)
-    if len(groups[0]) >= 2 and (len(groups) == 1 or len(groups[0]) > len(groups[1])):
-        return groups[0][0], "majority"
-    return 0, "first"
