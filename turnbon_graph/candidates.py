@@ -20,6 +20,9 @@ class Candidate:
     `index` is the candidate's slot in generation order (0..N-1), stable whatever
     order the calls finish in. `message` keeps the private reasoning in
     `additional_kwargs`; nothing derived from a candidate for the selector reads it.
+    `votes` is how many generated candidates propose this action when the turn shows a
+    selector each distinct action once (else 1); `ignore_args` are argument names left
+    out of the canonical action (a timeout value, say).
     """
 
     index: int
@@ -28,6 +31,8 @@ class Candidate:
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0
+    votes: int = 1
+    ignore_args: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -38,7 +43,7 @@ class Candidate:
         """The canonical action; only defined for successful candidates."""
         if self.message is None:
             raise ValueError(f"candidate {self.index} failed ({self.error}); it has no action")
-        return canonical_action(self.message)
+        return canonical_action(self.message, self.ignore_args)
 
     def to_record(self) -> CandidateRecord:
         message = self.message
@@ -74,14 +79,21 @@ def _text(content: str | list[Any]) -> str:
     return "".join(parts)
 
 
-def canonical_action(message: AIMessage) -> str:
+def canonical_action(message: AIMessage, ignore_args: Sequence[str] = ()) -> str:
     """A string equal for two messages exactly when they would do the same thing.
 
-    Tool calls compare by name and arguments (keys sorted; call ids ignored). A reply
-    without tool calls is a final answer and compares by its whitespace-normalised text.
+    Tool calls compare by name and arguments (keys sorted; call ids and the top-level
+    arguments named in `ignore_args` left out). A reply without tool calls is a final
+    answer and compares by its whitespace-normalised text.
     """
     if message.tool_calls:
-        calls = [{"name": call["name"], "args": call["args"]} for call in message.tool_calls]
+        calls = [
+            {
+                "name": call["name"],
+                "args": {k: v for k, v in call["args"].items() if k not in ignore_args},
+            }
+            for call in message.tool_calls
+        ]
         return "tools:" + json.dumps(calls, sort_keys=True, ensure_ascii=False)
     if message.invalid_tool_calls:
         invalid: list[dict[str, Any]] = [
@@ -102,27 +114,42 @@ def group_by_action(candidates: Sequence[Candidate]) -> dict[str, list[int]]:
     return groups
 
 
+def vote_counts(candidates: Sequence[Candidate]) -> dict[str, int]:
+    """Votes per canonical action (a candidate counts `votes` times), first-seen order."""
+    counts: Counter[str] = Counter()
+    for candidate in candidates:
+        if candidate.ok:
+            counts[candidate.action] += candidate.votes
+    return dict(counts)
+
+
 def agreement(candidates: Sequence[Candidate]) -> float:
-    """Share of successful candidates that propose the plurality action (0.0 when none)."""
-    counts = Counter(c.action for c in candidates if c.ok)
+    """Share of votes for the plurality action (0.0 when no candidate succeeded)."""
+    counts = vote_counts(candidates)
     total = sum(counts.values())
     return max(counts.values()) / total if total else 0.0
 
 
-def plurality_position(candidates: Sequence[Candidate]) -> int:
-    """Position of the first candidate of the largest action group (ties: the earliest)."""
+def _ranked_groups(candidates: Sequence[Candidate]) -> list[tuple[int, list[int]]]:
+    """(votes, positions) per action, most votes first; equal votes keep first-seen order."""
+    counts = vote_counts(candidates)
     groups = group_by_action(candidates)
-    if not groups:
+    return sorted(((counts[a], p) for a, p in groups.items()), key=lambda g: -g[0])
+
+
+def plurality_position(candidates: Sequence[Candidate]) -> int:
+    """Position of the first candidate of the most-voted action (ties: the earliest)."""
+    ranked = _ranked_groups(candidates)
+    if not ranked:
         raise ValueError("no successful candidate to vote over")
-    best = max(groups.values(), key=len)  # max keeps the first of equal-sized groups
-    return best[0]
+    return ranked[0][1][0]
 
 
 def fallback_choice(candidates: Sequence[Candidate]) -> tuple[int, str]:
-    """Majority when one action has a strict plurality of two or more, else the first."""
-    groups = sorted(group_by_action(candidates).values(), key=len, reverse=True)
-    if len(groups[0]) >= 2 and (len(groups) == 1 or len(groups[0]) > len(groups[1])):
-        return groups[0][0], "majority"
+    """Majority when one action has a strict plurality of two or more votes, else the first."""
+    ranked = _ranked_groups(candidates)
+    if ranked[0][0] >= 2 and (len(ranked) == 1 or ranked[0][0] > ranked[1][0]):
+        return ranked[0][1][0], "majority"
     return 0, "first"
 
 
@@ -135,6 +162,8 @@ def candidate_to_state(candidate: Candidate) -> dict[str, Any]:
         "error": candidate.error,
         "usage": candidate.usage.model_dump(),
         "latency_s": candidate.latency_s,
+        "votes": candidate.votes,
+        "ignore_args": list(candidate.ignore_args),
     }
 
 
@@ -146,4 +175,6 @@ def candidate_from_state(data: dict[str, Any]) -> Candidate:
         error=data.get("error"),
         usage=Usage.model_validate(data.get("usage") or {}),
         latency_s=data.get("latency_s", 0.0),
+        votes=data.get("votes", 1),
+        ignore_args=tuple(data.get("ignore_args", ())),
     )

@@ -61,3 +61,21 @@ def test_failed_candidate_has_no_action() -> None:
     assert agreement([Candidate(index=0, model="m", error="boom")]) == 0.0
     with pytest.raises(ValueError):
         plurality_position([])
+
+
+def test_ignored_arguments_do_not_split_actions() -> None:
+    a = AIMessage(
+        "", tool_calls=[{"name": "sh", "args": {"cmd": "make", "timeout": 30}, "id": "a"}]
+    )
+    b = AIMessage(
+        "", tool_calls=[{"name": "sh", "args": {"cmd": "make", "timeout": 60}, "id": "b"}]
+    )
+    assert canonical_action(a) != canonical_action(b)
+    assert canonical_action(a, ["timeout"]) == canonical_action(b, ["timeout"])
+
+
+def test_votes_weigh_in_plurality_and_agreement() -> None:
+    pool = [candidate(0, "a"), candidate(1, "b"), candidate(2, "c")]
+    pool[2].votes = 3
+    assert plurality_position(pool) == 2
+    assert agreement(pool) == pytest.approx(3 / 5)
