@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequenc
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -68,7 +68,7 @@ class ChatTurnBoN(BaseChatModel):
         completion_kwargs: forwarded to every generator call (api_base, temperature, ...).
         selector_kwargs: forwarded to selector calls when `selector` is a model id.
         prompt: system prompt used when the messages carry none.
-        max_concurrency, rate_limit, timeout, max_retries, native_n, seed: as in
+        max_concurrency, rate_limit, timeout, max_retries, native_n, tool_calling, seed: as in
             `create_turnbon_graph`.
         trace: a `TraceSink`, or a path to append one JSON line per turn to.
 
@@ -110,6 +110,7 @@ class ChatTurnBoN(BaseChatModel):
     timeout: float | None = None
     max_retries: int = 2
     native_n: bool = False
+    tool_calling: Literal["auto", "native", "prompted"] = "auto"
     seed: int | None = None
     trace: Annotated[TraceSink | str | Path | None, SkipValidation()] = None
 
@@ -175,6 +176,7 @@ class ChatTurnBoN(BaseChatModel):
             "timeout": self.timeout,
             "max_retries": self.max_retries,
             "native_n": self.native_n,
+            "tool_calling": self.tool_calling,
             "seed": self.seed,
             "trace": trace,
         }
@@ -211,6 +213,7 @@ class ChatTurnBoN(BaseChatModel):
             "selector": self._get_engine().selector.name,
             "prompt": self.prompt,
             "native_n": self.native_n,
+            "tool_calling": self.tool_calling,
             "seed": self.seed,
             "completion_kwargs": _redacted(self._generator_kwargs()),
         }

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -25,12 +26,14 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from turnbon_graph.candidates import Candidate
 from turnbon_graph.client import LiteLLMClient, describe_error, redact, secret_values
 from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.prompted_tools import parse_prompted_reply, prompted_request
 from turnbon_graph.records import Usage
 
 # Private reasoning keys LiteLLM puts on a message; kept, replayed, never shown to a selector.
 REASONING_KEYS = ("reasoning_content", "thinking_blocks")
 
 ToolLike = BaseTool | Callable[..., Any]
+ToolCalling = Literal["auto", "native", "prompted"]
 
 
 def to_openai_messages(
@@ -104,6 +107,21 @@ def message_from_choice(choice: Any, response: Any, usage: Usage | None) -> AIMe
     )
 
 
+def supports_native_tools(model: str) -> bool:
+    """Whether to send `tools` natively: what LiteLLM's model map says, and yes for a
+    model it does not know (OpenAI-compatible servers usually accept tools)."""
+    import litellm
+
+    try:
+        litellm.get_model_info(model)
+    except Exception:
+        return True
+    try:
+        return bool(litellm.supports_function_calling(model=model))
+    except Exception:
+        return True
+
+
 def supports_native_n(model: str) -> bool:
     """Whether LiteLLM lists `n` among the provider's supported parameters."""
     import litellm
@@ -122,6 +140,12 @@ class CandidateGenerator:
     Candidate i comes from `models[i % len(models)]`. With `native_n`, a single model
     that supports `n` is asked once for all N; if the provider refuses, or returns
     fewer choices, the missing candidates come from separate calls.
+
+    `tool_calling`: "native" sends `tools`; "prompted" describes them in the system
+    prompt and constrains the reply with a JSON-schema `response_format` (for models
+    without tool calling, see `prompted_tools`); "auto" (default) is native where
+    LiteLLM's model map says the model supports function calling or does not know the
+    model, prompted where it says it does not.
     """
 
     def __init__(
@@ -131,6 +155,7 @@ class CandidateGenerator:
         *,
         completion_kwargs: dict[str, Any] | None = None,
         native_n: bool = False,
+        tool_calling: ToolCalling = "auto",
     ) -> None:
         self.models = [models] if isinstance(models, str) else list(models)
         if not self.models or not all(isinstance(m, str) and m for m in self.models):
@@ -144,9 +169,40 @@ class CandidateGenerator:
                 raise ConfigurationError(
                     f"completion_kwargs may not set {reserved!r}: the turn sets it itself"
                 )
+        if tool_calling not in ("auto", "native", "prompted"):
+            raise ConfigurationError(
+                f"tool_calling must be 'auto', 'native' or 'prompted', got {tool_calling!r}"
+            )
         self.client = client
         self.completion_kwargs = kwargs
         self.native_n = native_n
+        self.tool_calling = tool_calling
+
+    def prompts_tools(self, model: str) -> bool:
+        """Whether `model`'s tool calls are prompted rather than native."""
+        if self.tool_calling == "auto":
+            return not supports_native_tools(model)
+        return self.tool_calling == "prompted"
+
+    def _request(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        extra: dict[str, Any],
+    ) -> _Request:
+        kwargs: dict[str, Any] = {**self.completion_kwargs, **extra, "model": model}
+        if tools and self.prompts_tools(model):
+            kwargs.pop("parallel_tool_calls", None)  # a prompted reply holds exactly one call
+            rewritten, response_format, allowed = prompted_request(
+                messages, tools, kwargs.pop("tool_choice", None)
+            )
+            kwargs |= {"messages": rewritten, "response_format": response_format}
+            return _Request(kwargs, allowed)
+        kwargs["messages"] = messages
+        if tools:
+            kwargs["tools"] = tools
+        return _Request(kwargs, None)
 
     @property
     def label(self) -> str:
@@ -158,8 +214,11 @@ class CandidateGenerator:
         n: int,
         tools: list[dict[str, Any]] | None = None,
         extra: dict[str, Any] | None = None,
+        *,
+        start: int = 0,
     ) -> AsyncGenerator[Candidate, None]:
-        """Yields N candidates (failed ones carry `error`) in the order they finish.
+        """Yields N candidates (failed ones carry `error`) in the order they finish, with
+        indices `start`..`start + n - 1`.
 
         `extra` holds per-call completion settings (`tool_choice`, `stop`, ...) that
         override `completion_kwargs` for this turn only.
@@ -173,9 +232,8 @@ class CandidateGenerator:
                 raise ConfigurationError(
                     f"per-call completion settings may not set {reserved!r}: the turn sets it"
                 )
-        request: dict[str, Any] = {**self.completion_kwargs, **extra, "messages": messages}
-        if tools:
-            request["tools"] = tools
+        requests = {m: self._request(m, messages, tools, extra) for m in self.models}
+        indices = range(start, start + n)
         pending: set[asyncio.Task[list[Candidate]]] = set()
         try:
             if (
@@ -184,9 +242,11 @@ class CandidateGenerator:
                 and len(self.models) == 1
                 and supports_native_n(self.models[0])
             ):
-                pending.add(asyncio.create_task(self._native(request, n)))
+                pending.add(asyncio.create_task(self._native(requests[self.models[0]], indices)))
             else:
-                pending.update(asyncio.create_task(self._single(request, i)) for i in range(n))
+                pending.update(
+                    asyncio.create_task(self._single(requests[self._model(i)], i)) for i in indices
+                )
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
@@ -199,22 +259,25 @@ class CandidateGenerator:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
 
-    async def _single(self, request: dict[str, Any], index: int) -> list[Candidate]:
-        model = self.models[index % len(self.models)]
+    def _model(self, index: int) -> str:
+        return self.models[index % len(self.models)]
+
+    async def _single(self, request: _Request, index: int) -> list[Candidate]:
+        model = self._model(index)
         started = time.monotonic()
         try:
-            result = await self.client.complete(model=model, **request)
+            result = await self.client.complete(**request.kwargs)
             choice = result.response.choices[0]
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            error = redact(describe_error(exc), secret_values(request))
+            error = redact(describe_error(exc), secret_values(request.kwargs))
             return [
                 Candidate(
                     index=index, model=model, error=error, latency_s=time.monotonic() - started
                 )
             ]
-        message = message_from_choice(choice, result.response, result.usage)
+        message = request.parse(message_from_choice(choice, result.response, result.usage))
         return [
             Candidate(
                 index=index,
@@ -225,34 +288,48 @@ class CandidateGenerator:
             )
         ]
 
-    async def _native(self, request: dict[str, Any], n: int) -> list[Candidate]:
+    async def _native(self, request: _Request, indices: range) -> list[Candidate]:
         model = self.models[0]
         try:
-            result = await self.client.complete(model=model, n=n, **request)
+            result = await self.client.complete(**request.kwargs, n=len(indices))
         except asyncio.CancelledError:
             raise
         except Exception:
             # The provider refused `n` (or the call failed): fall back to N separate calls,
             # whose own failures are recorded per candidate.
-            singles = await asyncio.gather(*(self._single(request, i) for i in range(n)))
+            singles = await asyncio.gather(*(self._single(request, i) for i in indices))
             return [c for batch in singles for c in batch]
-        choices = list(result.response.choices)[:n]
+        choices = list(result.response.choices)[: len(indices)]
+        # One call produced them all: its usage is counted once, on the first.
         candidates = [
             Candidate(
-                index=i,
+                index=index,
                 model=model,
-                message=message_from_choice(
-                    choice, result.response, result.usage if i == 0 else None
+                message=request.parse(
+                    message_from_choice(choice, result.response, result.usage if not k else None)
                 ),
-                # One call produced them all: its usage is counted once, on the first.
-                usage=result.usage if i == 0 else Usage(),
+                usage=result.usage if not k else Usage(),
                 latency_s=result.latency_s,
             )
-            for i, choice in enumerate(choices)
+            for k, (index, choice) in enumerate(zip(indices, choices, strict=False))
         ]
-        if len(candidates) < n:
-            extra = await asyncio.gather(
-                *(self._single(request, i) for i in range(len(candidates), n))
+        if len(candidates) < len(indices):
+            missing = await asyncio.gather(
+                *(self._single(request, i) for i in indices[len(candidates) :])
             )
-            candidates.extend(c for batch in extra for c in batch)
+            candidates.extend(c for batch in missing for c in batch)
         return candidates
+
+
+@dataclass
+class _Request:
+    """One model's call arguments for a turn, and how to read its replies."""
+
+    kwargs: dict[str, Any]
+    allowed_tools: set[str] | None
+    """Tool names a prompted reply may use; None for native tool calling."""
+
+    def parse(self, message: AIMessage) -> AIMessage:
+        if self.allowed_tools is None:
+            return message
+        return parse_prompted_reply(message, self.allowed_tools)

@@ -17,7 +17,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.generate import ToolLike, to_openai_tools
+from turnbon_graph.generate import ToolCalling, ToolLike, to_openai_tools
 from turnbon_graph.records import RECORD_KEY, JSONLTraceSink, TraceSink
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import EventSink, GeneratedTurn, TurnEngine
@@ -50,6 +50,7 @@ def create_turnbon_graph(
     timeout: float | None = None,
     max_retries: int = 2,
     native_n: bool = False,
+    tool_calling: ToolCalling = "auto",
     seed: int | None = None,
     trace: TraceSink | str | Path | None = None,
     name: str = "turnbon",
@@ -73,6 +74,9 @@ def create_turnbon_graph(
         rate_limit: requests per second across those calls.
         timeout: seconds per call; max_retries: retries of retryable failures.
         native_n: ask for all N in one call with `n=N` where the provider supports it.
+        tool_calling: "native", "prompted" (tools described in the prompt and the reply
+            constrained by a JSON schema, for models without tool calling), or "auto":
+            native unless LiteLLM's model map says the model has no function calling.
         seed: makes the selector's shuffled candidate order reproducible.
         trace: a `TraceSink`, or a path to append one JSON line per turn to.
         name: tags this graph's custom stream events (`"source"`).
@@ -93,6 +97,7 @@ def create_turnbon_graph(
         timeout=timeout,
         max_retries=max_retries,
         native_n=native_n,
+        tool_calling=tool_calling,
         seed=seed,
         trace=trace,
     )
@@ -121,6 +126,7 @@ def create_turnbon_agent(
     timeout: float | None = None,
     max_retries: int = 2,
     native_n: bool = False,
+    tool_calling: ToolCalling = "auto",
     seed: int | None = None,
     trace: TraceSink | str | Path | None = None,
     name: str = "turnbon",
@@ -147,6 +153,7 @@ def create_turnbon_agent(
         timeout=timeout,
         max_retries=max_retries,
         native_n=native_n,
+        tool_calling=tool_calling,
         seed=seed,
         trace=trace,
     )

@@ -27,7 +27,7 @@ from turnbon_graph.candidates import (
 )
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
-from turnbon_graph.generate import CandidateGenerator, to_openai_messages
+from turnbon_graph.generate import CandidateGenerator, ToolCalling, to_openai_messages
 from turnbon_graph.records import (
     RECORD_KEY,
     LatencySplit,
@@ -152,6 +152,7 @@ class TurnEngine:
         timeout: float | None = None,
         max_retries: int = 2,
         native_n: bool = False,
+        tool_calling: ToolCalling = "auto",
         seed: int | None = None,
         trace: TraceSink | None = None,
     ) -> TurnEngine:
@@ -164,7 +165,11 @@ class TurnEngine:
             seed=seed,
         )
         generator = CandidateGenerator(
-            model, client, completion_kwargs=completion_kwargs, native_n=native_n
+            model,
+            client,
+            completion_kwargs=completion_kwargs,
+            native_n=native_n,
+            tool_calling=tool_calling,
         )
         resolved: Any
         if selector is None or isinstance(selector, str):
