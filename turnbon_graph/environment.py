@@ -1,0 +1,66 @@
+"""What a benchmark runner needs from an environment, as small protocols.
+
+The core never imports an integration: a terminal sandbox, BFCL, or a user's own
+environment implements these, and `turnbon bench` (and notebooks) drive any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, Field
+
+Outcome = Literal["pass", "wrong_submission", "out_of_context", "time_limit", "agent_error"]
+"""How an attempt ends (the paper's Table 5): only an attempt that ended on its own can
+pass, and then the verifier decides between pass and wrong_submission."""
+
+
+class TaskSpec(BaseModel):
+    """A task as the runner sees it."""
+
+    id: str
+    instruction: str
+    agent_timeout_s: float = 600.0
+    verifier_timeout_s: float = 120.0
+    max_turns: int = 50
+    difficulty: str | None = None
+    category: str | None = None
+    follow_ups: list[str] = Field(default_factory=list)
+    """Further user messages, each sent when the agent ends its previous turn (multi-turn
+    benchmarks such as BFCL); empty for a single instruction."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Verdict(BaseModel):
+    """The verifier's answer: passed or not, with its output for the record."""
+
+    passed: bool
+    output: str = ""
+    error: str | None = None
+    """Set when the verifier itself could not run (timed out, crashed): an agent_error."""
+
+
+@runtime_checkable
+class Episode(Protocol):
+    """One attempt at one task: the tools the agent acts with, then the verifier."""
+
+    @property
+    def tools(self) -> Sequence[BaseTool]: ...
+
+    async def verify(self) -> Verdict: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """A set of tasks and a way to start an isolated episode of each."""
+
+    @property
+    def name(self) -> str: ...
+
+    def tasks(self) -> Sequence[TaskSpec]: ...
+
+    async def start(self, task: TaskSpec, trial: int) -> Episode: ...

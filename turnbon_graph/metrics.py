@@ -1,0 +1,192 @@
+"""The paper's measurements as plain functions over episode results.
+
+pass@k by the unbiased estimator, consistency (solved in all k of n trials), mean pass
+rate, outcome shares (Table 2), the cost table relative to the baseline (Table 1), and a
+paired bootstrap over tasks for comparing two settings. Notebooks and `turnbon report`
+use the same code.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from math import comb
+
+from pydantic import BaseModel
+
+from turnbon_graph.environment import Outcome
+from turnbon_graph.runs import EpisodeResult
+
+OUTCOMES: tuple[Outcome, ...] = (
+    "pass",
+    "wrong_submission",
+    "out_of_context",
+    "time_limit",
+    "agent_error",
+)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k attempts drawn from n (c of them correct)
+    passes: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def consistency_at_k(n: int, c: int, k: int) -> float:
+    """Probability that all k attempts drawn from n pass: C(c, k) / C(n, k)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return comb(c, k) / comb(n, k)
+
+
+def by_setting(results: Iterable[EpisodeResult]) -> dict[str, list[EpisodeResult]]:
+    grouped: dict[str, list[EpisodeResult]] = defaultdict(list)
+    for result in results:
+        grouped[result.setting].append(result)
+    return dict(grouped)
+
+
+def per_task(results: Iterable[EpisodeResult]) -> dict[str, tuple[int, int]]:
+    """(attempts, passes) per task."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for result in results:
+        counts[result.task][0] += 1
+        counts[result.task][1] += result.passed
+    return {task: (n, c) for task, (n, c) in counts.items()}
+
+
+def curve(
+    results: Iterable[EpisodeResult], metric: Callable[[int, int, int], float]
+) -> dict[int, float]:
+    """The metric averaged over tasks for every k up to the smallest trial count."""
+    tasks = per_task(results)
+    if not tasks:
+        return {}
+    max_k = min(n for n, _ in tasks.values())
+    return {
+        k: sum(metric(n, c, k) for n, c in tasks.values()) / len(tasks) for k in range(1, max_k + 1)
+    }
+
+
+def pass_at_k_curve(results: Iterable[EpisodeResult]) -> dict[int, float]:
+    """pass@k averaged over tasks; pass@1 is the mean pass rate over trials."""
+    return curve(results, pass_at_k)
+
+
+def consistency_curve(results: Iterable[EpisodeResult]) -> dict[int, float]:
+    """Share of tasks solved in all k of the trials (expected over k-subsets)."""
+    return curve(results, consistency_at_k)
+
+
+def outcome_shares(results: Sequence[EpisodeResult]) -> dict[Outcome, float]:
+    total = len(results)
+    return {o: (sum(r.outcome == o for r in results) / total if total else 0.0) for o in OUTCOMES}
+
+
+def turns_to_solve(results: Iterable[EpisodeResult]) -> dict[str, float]:
+    """Turns per task, averaged over its passing trials (tasks never solved are left out)."""
+    turns: dict[str, list[int]] = defaultdict(list)
+    for result in results:
+        if result.passed:
+            turns[result.task].append(result.turns)
+    return {task: sum(t) / len(t) for task, t in turns.items()}
+
+
+class CostRow(BaseModel):
+    """One row of the paper's Table 1 (per-attempt averages)."""
+
+    setting: str
+    attempts: int
+    average_turns: float
+    generator_tokens: float
+    selector_tokens: float
+    total_vs_baseline: float | None
+    """(generator + selector) output tokens relative to the baseline's; None without one."""
+
+
+def cost_table(results: Iterable[EpisodeResult], baseline: str = "N=1") -> list[CostRow]:
+    """Table 1: average turns and output tokens per attempt, total relative to baseline.
+
+    Like the paper, tokens are output (completion) tokens: all N candidates for the
+    generator, every selector call for the selector."""
+    groups = by_setting(results)
+
+    def output(rs: list[EpisodeResult]) -> tuple[float, float]:
+        gen = sum(r.usage.generator.completion_tokens for r in rs) / len(rs)
+        sel = sum(r.usage.selector.completion_tokens for r in rs) / len(rs)
+        return gen, sel
+
+    base = sum(output(groups[baseline])) if baseline in groups else None
+    rows = []
+    for setting, rs in sorted(groups.items(), key=lambda item: _n_of(item[0])):
+        gen, sel = output(rs)
+        rows.append(
+            CostRow(
+                setting=setting,
+                attempts=len(rs),
+                average_turns=sum(r.turns for r in rs) / len(rs),
+                generator_tokens=gen,
+                selector_tokens=sel,
+                total_vs_baseline=(gen + sel) / base if base else None,
+            )
+        )
+    return rows
+
+
+def _n_of(setting: str) -> tuple[int, str]:
+    head = setting.split()[0]
+    return (
+        (int(head[2:]), setting) if head.startswith("N=") and head[2:].isdigit() else (0, setting)
+    )
+
+
+class PairedComparison(BaseModel):
+    """Setting B minus setting A in mean pass rate, paired by task, with a bootstrap."""
+
+    a: str
+    b: str
+    tasks: int
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    """Two-sided: twice the smaller share of resampled differences on either side of 0."""
+
+
+def paired_bootstrap(
+    a: Iterable[EpisodeResult],
+    b: Iterable[EpisodeResult],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> PairedComparison:
+    """Resample tasks (shared by both settings) with replacement; each task contributes
+    its mean pass rate over trials in each setting."""
+    a_list, b_list = list(a), list(b)
+    rate_a = {t: c / n for t, (n, c) in per_task(a_list).items()}
+    rate_b = {t: c / n for t, (n, c) in per_task(b_list).items()}
+    tasks = sorted(rate_a.keys() & rate_b.keys())
+    if not tasks:
+        raise ValueError("the two settings share no task: nothing to pair")
+    diffs = [rate_b[t] - rate_a[t] for t in tasks]
+    observed = sum(diffs) / len(diffs)
+    rng = random.Random(seed)
+    samples = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    low = samples[int(tail * (resamples - 1))]
+    high = samples[int((1 - tail) * (resamples - 1))]
+    below = sum(s <= 0 for s in samples) / resamples
+    above = sum(s >= 0 for s in samples) / resamples
+    return PairedComparison(
+        a=a_list[0].setting if a_list else "",
+        b=b_list[0].setting if b_list else "",
+        tasks=len(tasks),
+        difference=observed,
+        ci_low=low,
+        ci_high=high,
+        p_value=min(1.0, 2 * min(below, above)),
+    )

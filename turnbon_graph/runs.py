@@ -1,0 +1,94 @@
+"""The run folder: what `turnbon bench` writes and `turnbon report` and notebooks read.
+
+    RUN/run.json                          RunSettings
+    RUN/episodes.jsonl                    one EpisodeResult per finished episode
+    RUN/turns/<setting>/<task>__<trial>.jsonl
+                                          one line per turn: the turn record + observation
+
+An episode counts as done once its line is in episodes.jsonl; a rerun skips those and
+redoes the others from the start, so killing a run loses at most the episodes in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from turnbon_graph.environment import Outcome
+from turnbon_graph.records import UsageSplit
+
+SETTINGS_FILE = "run.json"
+EPISODES_FILE = "episodes.jsonl"
+TURNS_DIR = "turns"
+
+
+class RunSettings(BaseModel):
+    """What a run was asked to do; a rerun into the same folder must ask the same."""
+
+    environment: str
+    model: str
+    selector: str
+    n_values: list[int]
+    trials: int
+    tasks: list[str]
+    created: str = ""
+
+
+class EpisodeResult(BaseModel):
+    """How one attempt at one task went."""
+
+    task: str
+    trial: int
+    setting: str
+    """The compared configuration, e.g. "N=1" or "N=4"; N=1 is the baseline."""
+    n: int
+    outcome: Outcome
+    turns: int
+    usage: UsageSplit = Field(default_factory=UsageSplit)
+    duration_s: float
+    error: str | None = None
+    verifier_output: str = ""
+    category: str | None = None
+    difficulty: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "pass"
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.setting, self.task, self.trial)
+
+
+def setting_label(n: int) -> str:
+    return f"N={n}"
+
+
+def read_episodes(run: Path) -> list[EpisodeResult]:
+    """Every finished episode of a run (a torn last line, from a kill, is skipped)."""
+    path = run / EPISODES_FILE
+    if not path.exists():
+        return []
+    results = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            results.append(EpisodeResult.model_validate_json(line))
+        except ValueError:
+            continue
+    return results
+
+
+def turns_path(run: Path, setting: str, task: str, trial: int) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
+    return run / TURNS_DIR / safe / f"{task}__{trial}.jsonl"
+
+
+def read_turns(run: Path, setting: str, task: str, trial: int) -> Iterator[dict[str, object]]:
+    path = turns_path(run, setting, task, trial)
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            yield json.loads(line)
