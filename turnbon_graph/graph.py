@@ -17,8 +17,9 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.generate import ToolCalling, ToolLike, to_openai_tools
+from turnbon_graph.generate import ModelPool, ToolCalling, ToolLike, to_openai_tools
 from turnbon_graph.records import RECORD_KEY, JSONLTraceSink, TraceSink
+from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import EventSink, GeneratedTurn, TurnEngine
 
@@ -36,7 +37,7 @@ class TurnBoNState(MessagesState):
 
 
 def create_turnbon_graph(
-    model: str | Sequence[str],
+    model: ModelPool,
     tools: Tools | None = None,
     *,
     execute_tools: bool = True,
@@ -53,13 +54,19 @@ def create_turnbon_graph(
     tool_calling: ToolCalling = "auto",
     seed: int | None = None,
     trace: TraceSink | str | Path | None = None,
+    adaptive: AdaptiveN | None = None,
+    early_commit: EarlyCommit | None = None,
+    budget: Budget | None = None,
+    dedupe: bool = False,
+    ignore_args: Sequence[str] = (),
     name: str = "turnbon",
 ) -> StateGraph[Any, Any, Any, Any]:
     """One Turn-BoN turn as a graph: `generate` -> `select` [-> `tools`].
 
     Args:
-        model: a LiteLLM model id, or a list of ids for a mixed pool (candidate i comes
-            from `model[i % len(model)]`).
+        model: a LiteLLM model id, or a mixed pool: a list of ids and
+            `ModelSpec(model=..., n=..., completion_kwargs=...)` (per-model counts and
+            settings such as temperature); candidate i comes from slot i % slots.
         tools: `BaseTool`s, callables or a `ToolNode`; always offered to the generator.
         execute_tools: with tools, the graph's own `tools` node runs the chosen calls.
             False makes the compiled graph a drop-in model node for a parent graph that
@@ -79,6 +86,12 @@ def create_turnbon_graph(
             native unless LiteLLM's model map says the model has no function calling.
         seed: makes the selector's shuffled candidate order reproducible.
         trace: a `TraceSink`, or a path to append one JSON line per turn to.
+        adaptive: sample a small batch and commit when candidates agree, else sample
+            more up to `n` (`AdaptiveN`, TrACE at the turn level).
+        early_commit: select once enough candidates are in, cancelling stragglers.
+        budget: token/cost caps per turn and episode: fewer candidates, then one.
+        dedupe: show the selector each distinct action once, with its count.
+        ignore_args: argument names left out when comparing actions (e.g. "timeout").
         name: tags this graph's custom stream events (`"source"`).
 
     The chosen message carries its turn record in `response_metadata["turnbon"]`.
@@ -100,6 +113,11 @@ def create_turnbon_graph(
         tool_calling=tool_calling,
         seed=seed,
         trace=trace,
+        adaptive=adaptive,
+        early_commit=early_commit,
+        budget=budget,
+        dedupe=dedupe,
+        ignore_args=ignore_args,
     )
     builder = _turn_builder(engine, tool_list, name)
     if tool_list and execute_tools:
@@ -112,7 +130,7 @@ def create_turnbon_graph(
 
 
 def create_turnbon_agent(
-    model: str | Sequence[str],
+    model: ModelPool,
     tools: Tools,
     *,
     max_turns: int = 50,
@@ -129,6 +147,11 @@ def create_turnbon_agent(
     tool_calling: ToolCalling = "auto",
     seed: int | None = None,
     trace: TraceSink | str | Path | None = None,
+    adaptive: AdaptiveN | None = None,
+    early_commit: EarlyCommit | None = None,
+    budget: Budget | None = None,
+    dedupe: bool = False,
+    ignore_args: Sequence[str] = (),
     name: str = "turnbon",
 ) -> StateGraph[Any, Any, Any, Any]:
     """A whole tool-using agent with Turn-BoN at every turn.
@@ -138,9 +161,7 @@ def create_turnbon_agent(
     after that action's tool results, so the thread can be continued).
     Other arguments as in `create_turnbon_graph`.
     """
-    if not isinstance(max_turns, int) or max_turns < 1:
-        raise ConfigurationError(f"max_turns must be a whole number >= 1, got {max_turns!r}")
-    engine, tool_list = _engine(
+    engine, _ = _engine(
         model,
         tools,
         n=n,
@@ -156,7 +177,24 @@ def create_turnbon_agent(
         tool_calling=tool_calling,
         seed=seed,
         trace=trace,
+        adaptive=adaptive,
+        early_commit=early_commit,
+        budget=budget,
+        dedupe=dedupe,
+        ignore_args=ignore_args,
     )
+    return agent_graph(engine, tools, max_turns=max_turns, name=name)
+
+
+def agent_graph(
+    engine: TurnEngine, tools: Tools, *, max_turns: int = 50, name: str = "turnbon"
+) -> StateGraph[Any, Any, Any, Any]:
+    """`create_turnbon_agent` around an existing engine: many agents (one per benchmark
+    episode, each with its own tools) then share one engine's concurrency cap and rate
+    limit."""
+    if not isinstance(max_turns, int) or max_turns < 1:
+        raise ConfigurationError(f"max_turns must be a whole number >= 1, got {max_turns!r}")
+    tool_list = _tool_list(tools)
     if not tool_list:
         raise ConfigurationError(
             "create_turnbon_agent needs at least one tool; for tool-free turns use "
@@ -188,7 +226,7 @@ def turns_since_human(messages: Sequence[BaseMessage]) -> int:
 
 
 def _engine(
-    model: str | Sequence[str],
+    model: ModelPool,
     tools: Tools | None,
     *,
     trace: TraceSink | str | Path | None,

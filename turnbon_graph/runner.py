@@ -1,0 +1,281 @@
+"""`turnbon bench`: run every task of an environment, for each N and trial, into a run folder.
+
+Episodes run concurrently up to a limit, each in its own environment episode (its own
+working directory, tools and verifier), with a progress bar. Every turn is appended to
+the episode's turns file as it happens; an episode's result line is written last, so a
+killed run resumes by skipping exactly the episodes that have one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from turnbon_graph.environment import Environment, Episode, Outcome, TaskSpec
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.graph import agent_graph
+from turnbon_graph.records import RECORD_KEY, Usage, UsageSplit
+from turnbon_graph.runs import (
+    EPISODES_FILE,
+    SETTINGS_FILE,
+    EpisodeResult,
+    RunSettings,
+    read_episodes,
+    setting_label,
+    turns_path,
+)
+from turnbon_graph.selectors.base import Selector
+from turnbon_graph.turn import TurnEngine
+
+OBSERVATION_LIMIT = 4000
+"""Characters of a tool result kept in the turns file (the full text went to the model)."""
+
+
+@dataclass
+class BenchConfig:
+    """What to run: the model and its options, the settings to compare, the repetitions."""
+
+    model: str
+    n_values: list[int] = field(default_factory=lambda: [1, 4])
+    selector: str | Selector | None = None
+    trials: int = 1
+    concurrency: int = 4
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    """Further `TurnEngine.from_options` keywords (completion_kwargs, timeout, ...)."""
+
+
+async def run_benchmark(
+    environment: Environment,
+    config: BenchConfig,
+    run_dir: Path,
+    *,
+    tasks: Sequence[str] | None = None,
+    progress: bool = True,
+) -> list[EpisodeResult]:
+    """Runs what the run folder does not have yet; returns every episode result of the run."""
+    chosen = _select_tasks(environment, tasks)
+    engines = {
+        n: TurnEngine.from_options(
+            config.model, n=n, selector=config.selector, **config.engine_options
+        )
+        for n in config.n_values
+    }
+    settings = RunSettings(
+        environment=environment.name,
+        model=config.model,
+        selector=engines[max(config.n_values)].selector.name,
+        n_values=config.n_values,
+        trials=config.trials,
+        tasks=[t.id for t in chosen],
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    _prepare(run_dir, settings)
+    done = {r.key for r in read_episodes(run_dir)}
+    todo = [
+        (task, trial, n)
+        for n in config.n_values
+        for task in chosen
+        for trial in range(config.trials)
+        if (setting_label(n), task.id, trial) not in done
+    ]
+    bar = _Progress(total=len(todo), enabled=progress)
+    limit = asyncio.Semaphore(config.concurrency)
+    lock = asyncio.Lock()
+
+    async def one(task: TaskSpec, trial: int, n: int) -> None:
+        async with limit:
+            result = await run_episode(environment, engines[n], task, trial, n, run_dir)
+        async with lock:
+            with (run_dir / EPISODES_FILE).open("a", encoding="utf-8") as handle:
+                handle.write(result.model_dump_json() + "\n")
+            bar.update(result)
+
+    try:
+        await asyncio.gather(*(one(task, trial, n) for task, trial, n in todo))
+    finally:
+        bar.close()
+    return read_episodes(run_dir)
+
+
+def _select_tasks(environment: Environment, ids: Sequence[str] | None) -> list[TaskSpec]:
+    available = {t.id: t for t in environment.tasks()}
+    if not ids:
+        return list(available.values())
+    missing = [i for i in ids if i not in available]
+    if missing:
+        raise ConfigurationError(
+            f"unknown task(s) {', '.join(missing)} in {environment.name}; "
+            f"available: {', '.join(sorted(available))}"
+        )
+    return [available[i] for i in ids]
+
+
+def _prepare(run_dir: Path, settings: RunSettings) -> None:
+    """Creates the run folder, or checks that a rerun asks for the same run."""
+    path = run_dir / SETTINGS_FILE
+    if path.exists():
+        previous = RunSettings.model_validate_json(path.read_text(encoding="utf-8"))
+        mine = settings.model_dump(exclude={"created"})
+        theirs = previous.model_dump(exclude={"created"})
+        if mine != theirs:
+            changed = sorted(k for k in mine if mine[k] != theirs[k])
+            raise ConfigurationError(
+                f"{run_dir} holds a run with other settings ({', '.join(changed)} differ); "
+                "use a new run folder, or the same arguments to resume it"
+            )
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(settings.model_dump_json(indent=2), encoding="utf-8")
+
+
+async def run_episode(
+    environment: Environment,
+    engine: TurnEngine,
+    task: TaskSpec,
+    trial: int,
+    n: int,
+    run_dir: Path,
+) -> EpisodeResult:
+    """One attempt: the agent loop (and any follow-up user turns), then the verifier."""
+    setting = setting_label(n)
+    log = turns_path(run_dir, setting, task.id, trial)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("", encoding="utf-8")  # an unfinished earlier attempt starts over
+    started = time.monotonic()
+    messages: list[BaseMessage] = []
+    outcome: Outcome
+    error: str | None = None
+    verifier_output = ""
+    episode: Episode | None = None
+    try:
+        episode = await environment.start(task, trial)
+        agent = agent_graph(engine, list(episode.tools), max_turns=task.max_turns).compile()
+        async with asyncio.timeout(task.agent_timeout_s):
+            for text in [task.instruction, *task.follow_ups]:
+                messages.append(HumanMessage(text))
+                messages = await _drive(agent, messages, log)
+        verdict = await asyncio.wait_for(episode.verify(), task.verifier_timeout_s)
+        verifier_output = verdict.output
+        if verdict.error:
+            outcome, error = "agent_error", f"verifier: {verdict.error}"
+        else:
+            outcome = "pass" if verdict.passed else "wrong_submission"
+    except TimeoutError:
+        outcome, error = "time_limit", f"no result within {task.agent_timeout_s:g} s"
+    except Exception as exc:
+        outcome, error = _classify(exc), f"{type(exc).__name__}: {exc}"[:2000]
+    finally:
+        if episode is not None:
+            await episode.close()
+    return EpisodeResult(
+        task=task.id,
+        trial=trial,
+        setting=setting,
+        n=n,
+        outcome=outcome,
+        turns=sum(1 for m in messages if _record(m) is not None),
+        usage=_usage(messages),
+        duration_s=round(time.monotonic() - started, 3),
+        error=error,
+        verifier_output=verifier_output[-4000:],
+        category=task.category,
+        difficulty=task.difficulty,
+    )
+
+
+async def _drive(agent: Any, messages: list[BaseMessage], log: Path) -> list[BaseMessage]:
+    """Runs the agent to the end of its turn, logging each turn with its observation."""
+    final: list[BaseMessage] = messages
+    pending: dict[str, Any] | None = None
+    async for state in agent.astream({"messages": messages}, stream_mode="values"):
+        final = state["messages"]
+        last = final[-1]
+        if isinstance(last, AIMessage) and (record := _record(last)) is not None:
+            if pending is not None:
+                _append(log, pending)
+            pending = {"record": record, "observation": None}
+        elif isinstance(last, ToolMessage) and pending is not None:
+            pending["observation"] = [
+                {"tool": m.name, "content": str(m.content)[:OBSERVATION_LIMIT]}
+                for m in _tool_results(final)
+            ]
+            _append(log, pending)
+            pending = None
+    if pending is not None:
+        _append(log, pending)
+    return list(final)
+
+
+def _tool_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
+    """The tool results that answer the last chosen action."""
+    results: list[ToolMessage] = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        results.append(message)
+    return results[::-1]
+
+
+def _append(log: Path, line: dict[str, Any]) -> None:
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+def _record(message: BaseMessage) -> dict[str, Any] | None:
+    if isinstance(message, AIMessage):
+        record = message.response_metadata.get(RECORD_KEY)
+        return record if isinstance(record, dict) else None
+    return None
+
+
+def _usage(messages: Sequence[BaseMessage]) -> UsageSplit:
+    total = UsageSplit()
+    for message in messages:
+        if (record := _record(message)) is not None:
+            split = UsageSplit.model_validate(record["usage"])
+            total = UsageSplit(
+                generator=total.generator + split.generator,
+                selector=total.selector + split.selector,
+            )
+    return total
+
+
+def _classify(exc: BaseException) -> Outcome:
+    """Context overflow ends as out_of_context; anything else that stopped the agent is
+    an agent error (the paper's Table 5)."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    if "contextwindowexceeded" in text or "context length" in text or "context window" in text:
+        return "out_of_context"
+    return "agent_error"
+
+
+class _Progress:
+    """tqdm bar with the pass rate and tokens so far in its postfix."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=total, unit="episode", disable=not enabled, dynamic_ncols=True)
+        self._passed = 0
+        self._done = 0
+        self._tokens = Usage()
+
+    def update(self, result: EpisodeResult) -> None:
+        self._done += 1
+        self._passed += result.passed
+        self._tokens = self._tokens + result.usage.generator + result.usage.selector
+        self._bar.set_postfix(
+            pass_rate=f"{self._passed / self._done:.0%}", tokens=self._tokens.total_tokens
+        )
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
