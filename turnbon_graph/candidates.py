@@ -33,6 +33,8 @@ class Candidate:
     latency_s: float = 0.0
     votes: int = 1
     ignore_args: tuple[str, ...] = ()
+    cancelled: bool = False
+    """Early commit stopped waiting for it; its call was cancelled."""
 
     @property
     def ok(self) -> bool:
@@ -164,6 +166,7 @@ def candidate_to_state(candidate: Candidate) -> dict[str, Any]:
         "latency_s": candidate.latency_s,
         "votes": candidate.votes,
         "ignore_args": list(candidate.ignore_args),
+        "cancelled": candidate.cancelled,
     }
 
 
@@ -177,4 +180,5 @@ def candidate_from_state(data: dict[str, Any]) -> Candidate:
         latency_s=data.get("latency_s", 0.0),
         votes=data.get("votes", 1),
         ignore_args=tuple(data.get("ignore_args", ())),
+        cancelled=data.get("cancelled", False),
     )

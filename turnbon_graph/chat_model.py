@@ -28,11 +28,13 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, PrivateAttr, SecretStr, SkipValidation
+from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, SkipValidation
 
 from turnbon_graph.client import secret_values
 from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.generate import ModelSpec
 from turnbon_graph.records import JSONLTraceSink, TraceSink
+from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import EventSink, TurnEngine, turn_record
 
@@ -68,7 +70,8 @@ class ChatTurnBoN(BaseChatModel):
         completion_kwargs: forwarded to every generator call (api_base, temperature, ...).
         selector_kwargs: forwarded to selector calls when `selector` is a model id.
         prompt: system prompt used when the messages carry none.
-        max_concurrency, rate_limit, timeout, max_retries, native_n, tool_calling, seed: as in
+        max_concurrency, rate_limit, timeout, max_retries, native_n, tool_calling, seed,
+            adaptive, early_commit, budget, dedupe, ignore_args: as in
             `create_turnbon_graph`.
         trace: a `TraceSink`, or a path to append one JSON line per turn to.
 
@@ -99,7 +102,7 @@ class ChatTurnBoN(BaseChatModel):
     LangChain-serializable.
     """
 
-    model: str | list[str]
+    model: str | list[str | ModelSpec]
     n: int = 4
     selector: Annotated[str | Selector | None, SkipValidation()] = None
     completion_kwargs: dict[str, Any] | None = None
@@ -111,6 +114,11 @@ class ChatTurnBoN(BaseChatModel):
     max_retries: int = 2
     native_n: bool = False
     tool_calling: Literal["auto", "native", "prompted"] = "auto"
+    adaptive: AdaptiveN | None = None
+    early_commit: EarlyCommit | None = None
+    budget: Budget | None = None
+    dedupe: bool = False
+    ignore_args: list[str] = Field(default_factory=list)
     seed: int | None = None
     trace: Annotated[TraceSink | str | Path | None, SkipValidation()] = None
 
@@ -179,6 +187,11 @@ class ChatTurnBoN(BaseChatModel):
             "tool_calling": self.tool_calling,
             "seed": self.seed,
             "trace": trace,
+            "adaptive": self.adaptive,
+            "early_commit": self.early_commit,
+            "budget": self.budget,
+            "dedupe": self.dedupe,
+            "ignore_args": list(self.ignore_args),
         }
 
     def _get_engine(self) -> TurnEngine:

@@ -22,6 +22,7 @@ from langchain_core.messages import (
 from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, parse_tool_call
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, ConfigDict, Field
 
 from turnbon_graph.candidates import Candidate
 from turnbon_graph.client import LiteLLMClient, describe_error, redact, secret_values
@@ -137,9 +138,12 @@ def supports_native_n(model: str) -> bool:
 class CandidateGenerator:
     """Proposes N candidate next actions per turn from one model or a pool of models.
 
-    Candidate i comes from `models[i % len(models)]`. With `native_n`, a single model
-    that supports `n` is asked once for all N; if the provider refuses, or returns
-    fewer choices, the missing candidates come from separate calls.
+    `models` is a LiteLLM model id or a pool: a list of ids and `ModelSpec`s. Each entry
+    fills `spec.n` consecutive slots (an id fills one), and candidate i comes from slot
+    `i % slots`: `[ModelSpec(model="a", n=3), "b"]` proposes a, a, a, b, a, a, a, b, ...
+    With `native_n`, a single model that supports `n` is asked once for all N; if the
+    provider refuses, or returns fewer choices, the missing candidates come from
+    separate calls.
 
     `tool_calling`: "native" sends `tools`; "prompted" describes them in the system
     prompt and constrains the reply with a JSON-schema `response_format` (for models
@@ -150,25 +154,18 @@ class CandidateGenerator:
 
     def __init__(
         self,
-        models: str | Sequence[str],
+        models: ModelPool,
         client: LiteLLMClient,
         *,
         completion_kwargs: dict[str, Any] | None = None,
         native_n: bool = False,
         tool_calling: ToolCalling = "auto",
     ) -> None:
-        self.models = [models] if isinstance(models, str) else list(models)
-        if not self.models or not all(isinstance(m, str) and m for m in self.models):
-            raise ConfigurationError(
-                f"model must be a LiteLLM model id such as 'openai/gpt-4o-mini' or a non-empty "
-                f"list of them, got {models!r}"
-            )
+        self.specs = _specs(models)
+        self.slots = [k for k, spec in enumerate(self.specs) for _ in range(spec.n)]
+        self.models = list(dict.fromkeys(spec.model for spec in self.specs))
         kwargs = dict(completion_kwargs or {})
-        for reserved in ("model", "messages", "tools", "n"):
-            if reserved in kwargs:
-                raise ConfigurationError(
-                    f"completion_kwargs may not set {reserved!r}: the turn sets it itself"
-                )
+        _check_reserved(kwargs, "completion_kwargs")
         if tool_calling not in ("auto", "native", "prompted"):
             raise ConfigurationError(
                 f"tool_calling must be 'auto', 'native' or 'prompted', got {tool_calling!r}"
@@ -186,12 +183,18 @@ class CandidateGenerator:
 
     def _request(
         self,
-        model: str,
+        spec: ModelSpec,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         extra: dict[str, Any],
     ) -> _Request:
-        kwargs: dict[str, Any] = {**self.completion_kwargs, **extra, "model": model}
+        model = spec.model
+        kwargs: dict[str, Any] = {
+            **self.completion_kwargs,
+            **spec.completion_kwargs,
+            **extra,
+            "model": model,
+        }
         if tools and self.prompts_tools(model):
             kwargs.pop("parallel_tool_calls", None)  # a prompted reply holds exactly one call
             rewritten, response_format, allowed = prompted_request(
@@ -227,25 +230,21 @@ class CandidateGenerator:
         still in flight: use `contextlib.aclosing`.
         """
         extra = extra or {}
-        for reserved in ("model", "messages", "tools", "n"):
-            if reserved in extra:
-                raise ConfigurationError(
-                    f"per-call completion settings may not set {reserved!r}: the turn sets it"
-                )
-        requests = {m: self._request(m, messages, tools, extra) for m in self.models}
+        _check_reserved(extra, "per-call completion settings")
+        requests = [self._request(spec, messages, tools, extra) for spec in self.specs]
         indices = range(start, start + n)
         pending: set[asyncio.Task[list[Candidate]]] = set()
         try:
             if (
                 self.native_n
                 and n > 1
-                and len(self.models) == 1
-                and supports_native_n(self.models[0])
+                and len(self.specs) == 1
+                and supports_native_n(self.specs[0].model)
             ):
-                pending.add(asyncio.create_task(self._native(requests[self.models[0]], indices)))
+                pending.add(asyncio.create_task(self._native(requests[0], indices)))
             else:
                 pending.update(
-                    asyncio.create_task(self._single(requests[self._model(i)], i)) for i in indices
+                    asyncio.create_task(self._single(requests[self._slot(i)], i)) for i in indices
                 )
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -259,11 +258,15 @@ class CandidateGenerator:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
 
-    def _model(self, index: int) -> str:
-        return self.models[index % len(self.models)]
+    def _slot(self, index: int) -> int:
+        return self.slots[index % len(self.slots)]
+
+    def model_for(self, index: int) -> str:
+        """The model that proposes candidate `index`."""
+        return self.specs[self._slot(index)].model
 
     async def _single(self, request: _Request, index: int) -> list[Candidate]:
-        model = self._model(index)
+        model = self.model_for(index)
         started = time.monotonic()
         try:
             result = await self.client.complete(**request.kwargs)
@@ -289,7 +292,7 @@ class CandidateGenerator:
         ]
 
     async def _native(self, request: _Request, indices: range) -> list[Candidate]:
-        model = self.models[0]
+        model = self.specs[0].model
         try:
             result = await self.client.complete(**request.kwargs, n=len(indices))
         except asyncio.CancelledError:
@@ -319,6 +322,47 @@ class CandidateGenerator:
             )
             candidates.extend(c for batch in missing for c in batch)
         return candidates
+
+
+class ModelSpec(BaseModel):
+    """One model of a mixed candidate pool: how many slots it fills, with its own
+    completion settings (temperature, api_base, ...) over the shared ones."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str = Field(min_length=1)
+    n: int = Field(1, ge=1)
+    completion_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+ModelPool = str | Sequence[str | ModelSpec]
+
+
+def _specs(models: ModelPool) -> list[ModelSpec]:
+    entries = [models] if isinstance(models, str) else list(models)
+    specs = []
+    for entry in entries:
+        if isinstance(entry, ModelSpec):
+            specs.append(entry)
+        elif isinstance(entry, str) and entry:
+            specs.append(ModelSpec(model=entry, n=1))
+        else:
+            specs = []
+            break
+    if not specs:
+        raise ConfigurationError(
+            "model must be a LiteLLM model id such as 'openai/gpt-4o-mini', or a non-empty "
+            f"list of ids and ModelSpec(model=..., n=..., completion_kwargs=...); got {models!r}"
+        )
+    for spec in specs:
+        _check_reserved(spec.completion_kwargs, f"ModelSpec({spec.model!r}).completion_kwargs")
+    return specs
+
+
+def _check_reserved(kwargs: dict[str, Any], where: str) -> None:
+    for reserved in ("model", "messages", "tools", "n"):
+        if reserved in kwargs:
+            raise ConfigurationError(f"{where} may not set {reserved!r}: the turn sets it itself")
 
 
 @dataclass

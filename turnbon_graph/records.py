@@ -67,6 +67,19 @@ class CandidateRecord(BaseModel):
     latency_s: float = 0.0
 
 
+class SamplingRecord(BaseModel):
+    """How the turn sampled: calls launched per batch, and why it stopped."""
+
+    calls: int = 0
+    batches: list[int] = Field(default_factory=list)
+    stopped: str | None = None
+    """Why sampling ended early (agreement, cap, ...); None when every batch ran to the end."""
+    cancelled: list[int] = Field(default_factory=list)
+    """Candidates whose calls early commit cancelled (their usage is unknown: not counted)."""
+    budget: str | None = None
+    """Why a budget cut the number of candidates, or None."""
+
+
 class TurnRecord(BaseModel):
     """Everything about one Turn-BoN turn; `selected_index` indexes `candidates`."""
 
@@ -89,6 +102,7 @@ class TurnRecord(BaseModel):
     `candidates[selected_index]`, which it was built from; None when a candidate ran."""
     resamples: int = 0
     """How often every candidate was rejected and the turn sampled a fresh batch."""
+    sampling: SamplingRecord = Field(default_factory=SamplingRecord)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

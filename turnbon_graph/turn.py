@@ -8,11 +8,13 @@ nodes: the candidates are checkpointed between them, so a selector that pauses t
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -27,15 +29,22 @@ from turnbon_graph.candidates import (
 )
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
-from turnbon_graph.generate import CandidateGenerator, ToolCalling, to_openai_messages
+from turnbon_graph.generate import (
+    CandidateGenerator,
+    ModelPool,
+    ToolCalling,
+    to_openai_messages,
+)
 from turnbon_graph.records import (
     RECORD_KEY,
     LatencySplit,
+    SamplingRecord,
     TraceSink,
     TurnRecord,
     Usage,
     UsageSplit,
 )
+from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
 from turnbon_graph.selectors.base import Selection, Selector
 from turnbon_graph.selectors.llm import LLMSelector
 
@@ -66,6 +75,9 @@ class GeneratedTurn:
     """The request settings, kept so that a resample asks the same question."""
     rejected: int = 0
     """How many candidates at the front of `candidates` a selector already rejected."""
+    committed: int | None = None
+    """Position in `ok` that adaptive sampling committed to (no selector call), or None."""
+    sampling: SamplingRecord = field(default_factory=SamplingRecord)
 
     @property
     def ok(self) -> list[Candidate]:
@@ -81,6 +93,8 @@ class GeneratedTurn:
             "tools": self.tools,
             "extra": self.extra,
             "rejected": self.rejected,
+            "committed": self.committed,
+            "sampling": self.sampling.model_dump(),
         }
 
     @classmethod
@@ -93,6 +107,8 @@ class GeneratedTurn:
             tools=data.get("tools"),
             extra=data.get("extra"),
             rejected=data.get("rejected", 0),
+            committed=data.get("committed"),
+            sampling=SamplingRecord.model_validate(data.get("sampling") or {}),
         )
 
     def resampled(self, fresh: GeneratedTurn) -> GeneratedTurn:
@@ -109,6 +125,12 @@ class GeneratedTurn:
             tools=self.tools,
             extra=self.extra,
             rejected=offset,
+            sampling=self.sampling.model_copy(
+                update={
+                    "calls": self.sampling.calls + fresh.sampling.calls,
+                    "batches": [*self.sampling.batches, *fresh.sampling.batches],
+                }
+            ),
         )
 
 
@@ -123,6 +145,11 @@ class TurnEngine:
         n: int,
         prompt: str | None = None,
         trace: TraceSink | None = None,
+        adaptive: AdaptiveN | None = None,
+        early_commit: EarlyCommit | None = None,
+        budget: Budget | None = None,
+        dedupe: bool = False,
+        ignore_args: Sequence[str] = (),
     ) -> None:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ConfigurationError(f"n must be a whole number >= 1, got {n!r}")
@@ -131,16 +158,32 @@ class TurnEngine:
                 f"selector must be a LiteLLM model id, a Selector (with `name` and async "
                 f"`select`), or None; got {selector!r}"
             )
+        for name, value, kind in (
+            ("adaptive", adaptive, AdaptiveN),
+            ("early_commit", early_commit, EarlyCommit),
+            ("budget", budget, Budget),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise ConfigurationError(
+                    f"{name} must be a turnbon_graph.{kind.__name__} or None, got {value!r}"
+                )
+        if isinstance(ignore_args, str):
+            raise ConfigurationError("ignore_args must be a list of argument names, not a string")
         self.generator = generator
         self.selector = selector
         self.n = n
         self.prompt = prompt
         self.trace = trace
+        self.adaptive = adaptive
+        self.early_commit = early_commit
+        self.budget = budget
+        self.dedupe = dedupe
+        self.ignore_args = tuple(ignore_args)
 
     @classmethod
     def from_options(
         cls,
-        model: str | Sequence[str],
+        model: ModelPool,
         *,
         n: int = 4,
         selector: str | Selector | None = None,
@@ -155,6 +198,11 @@ class TurnEngine:
         tool_calling: ToolCalling = "auto",
         seed: int | None = None,
         trace: TraceSink | None = None,
+        adaptive: AdaptiveN | None = None,
+        early_commit: EarlyCommit | None = None,
+        budget: Budget | None = None,
+        dedupe: bool = False,
+        ignore_args: Sequence[str] = (),
     ) -> TurnEngine:
         """Resolves the public keyword options shared by the graph factories and ChatTurnBoN."""
         client = LiteLLMClient(
@@ -191,7 +239,18 @@ class TurnEngine:
                     "Selector instance through its own constructor"
                 )
             resolved = selector
-        return cls(generator=generator, selector=resolved, n=n, prompt=prompt, trace=trace)
+        return cls(
+            generator=generator,
+            selector=resolved,
+            n=n,
+            prompt=prompt,
+            trace=trace,
+            adaptive=adaptive,
+            early_commit=early_commit,
+            budget=budget,
+            dedupe=dedupe,
+            ignore_args=ignore_args,
+        )
 
     def transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The messages both generator and selector see: the prompt first, unless the
@@ -215,20 +274,88 @@ class TurnEngine:
         turn_id = uuid.uuid4().hex
         started = time.monotonic()
         request = to_openai_messages(self.transcript(messages))
+        cap, budget_note = (
+            self.budget.affordable(self.n, messages) if self.budget else (self.n, None)
+        )
+        size = min(self.adaptive.first_batch, cap) if self.adaptive else cap
         candidates: list[Candidate] = []
-        async with aclosing(self.generator.stream(request, self.n, tools, extra)) as stream:
-            async for candidate in stream:
-                candidates.append(candidate)
-                if on_event is not None:
-                    on_event(_candidate_event(turn_id, candidate))
-        candidates.sort(key=lambda c: c.index)
+        sampling = SamplingRecord(budget=budget_note)
+        committed: int | None = None
+        while size:
+            batch = await self._collect(
+                request, size, len(candidates), tools, extra, turn_id, on_event
+            )
+            candidates = sorted([*candidates, *batch], key=lambda c: c.index)
+            sampling.batches.append(size)
+            sampling.cancelled.extend(c.index for c in batch if c.cancelled)
+            if self.adaptive is None:
+                break
+            step = self.adaptive.next_step(candidates, len(candidates), cap)
+            committed, size = step.commit, step.size
+            sampling.stopped = step.reason or None
+        sampling.calls = len(candidates)
         turn = GeneratedTurn(
-            turn_id, self.n, candidates, time.monotonic() - started, tools=tools, extra=extra
+            turn_id,
+            len(candidates),
+            candidates,
+            time.monotonic() - started,
+            tools=tools,
+            extra=extra,
+            committed=committed,
+            sampling=sampling,
         )
         if not turn.ok:
             last = max(candidates, key=lambda c: c.latency_s).error or "unknown error"
-            raise AllCandidatesFailedError(self.generator.label, self.n, last)
+            raise AllCandidatesFailedError(self.generator.label, len(candidates), last)
         return turn
+
+    async def _collect(
+        self,
+        request: list[dict[str, Any]],
+        n: int,
+        start: int,
+        tools: list[dict[str, Any]] | None,
+        extra: dict[str, Any] | None,
+        turn_id: str,
+        on_event: EventSink | None,
+    ) -> list[Candidate]:
+        """One batch of `n` calls, candidates `start`.., as they arrive; with early commit,
+        stops waiting (and cancels the rest) once enough are in and the grace has passed."""
+        arrived: list[Candidate] = []
+        deadline: float | None = None
+        stream = self.generator.stream(request, n, tools, extra, start=start)
+        async with aclosing(stream):
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        candidate = await anext(stream)
+                except (StopAsyncIteration, TimeoutError):
+                    break
+                candidate.ignore_args = self.ignore_args
+                arrived.append(candidate)
+                if on_event is not None:
+                    on_event(_candidate_event(turn_id, candidate))
+                hedge = self.early_commit
+                if (
+                    hedge
+                    and deadline is None
+                    and sum(c.ok for c in arrived) >= hedge.min_candidates
+                ):
+                    if hedge.grace_s == 0:
+                        break
+                    deadline = asyncio.get_running_loop().time() + hedge.grace_s
+        done = {c.index for c in arrived}
+        late = [
+            Candidate(
+                index=i,
+                model=self.generator.model_for(i),
+                error=f"cancelled by early commit ({len(arrived)} of {n} had arrived)",
+                cancelled=True,
+            )
+            for i in range(start, start + n)
+            if i not in done
+        ]
+        return arrived + late
 
     async def select(
         self,
@@ -266,6 +393,7 @@ class TurnEngine:
             scores=scores,
             synthesized=_action(selection.message) if selection.message is not None else None,
             resamples=1 if turn.rejected else 0,  # at most one fresh batch per turn
+            sampling=turn.sampling,
         )
         executed = selection.message or chosen.message
         assert executed is not None
@@ -303,13 +431,9 @@ class TurnEngine:
                 # Every candidate proposes the same action: there is nothing to choose.
                 label = "unanimous" if len(ok) > 1 else "single"
                 return Selection(index=0, selector=label), turn, spent
-            selection = await self.selector.select(self.transcript(messages), ok)
-            if not 0 <= selection.index < len(ok):
-                raise ConfigurationError(
-                    f"selector {self.selector.name!r} returned index {selection.index}, "
-                    f"outside 0..{len(ok) - 1}; a Selector must return a position in the "
-                    "candidates it was given"
-                )
+            if turn.committed is not None and not turn.rejected:
+                return Selection(index=turn.committed, selector="agreement"), turn, spent
+            selection = await self._ask_selector(messages, ok)
             spent = spent + selection.usage
             if not selection.none_acceptable:
                 return selection, turn, spent
@@ -336,6 +460,28 @@ class TurnEngine:
                 }
             )
             return fallback, turn, spent
+
+    async def _ask_selector(
+        self, messages: Sequence[BaseMessage], ok: list[Candidate]
+    ) -> Selection:
+        """The selector's choice as a position in `ok`; with `dedupe`, the selector sees
+        each distinct action once, with its vote count, and the answer is mapped back."""
+        groups = (
+            list(group_by_action(ok).values()) if self.dedupe else [[p] for p in range(len(ok))]
+        )
+        shown = [dataclasses.replace(ok[g[0]], votes=len(g)) for g in groups]
+        selection = await self.selector.select(self.transcript(messages), shown)
+        if not 0 <= selection.index < len(shown):
+            raise ConfigurationError(
+                f"selector {self.selector.name!r} returned index {selection.index}, "
+                f"outside 0..{len(shown) - 1}; a Selector must return a position in the "
+                "candidates it was given"
+            )
+        scores = selection.scores
+        if scores is not None:
+            by_position = {p: s for g, s in zip(groups, scores, strict=True) for p in g}
+            scores = [by_position[p] for p in range(len(ok))]
+        return selection.model_copy(update={"index": groups[selection.index][0], "scores": scores})
 
     async def run(
         self,

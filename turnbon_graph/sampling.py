@@ -1,0 +1,154 @@
+"""How many candidates a turn samples, and when it stops waiting for them.
+
+- `AdaptiveN`: TrACE's controller at the turn level (`shared/seeds/000_...`, related work):
+  sample a small batch; if the canonical actions agree enough, commit the plurality action
+  without calling the selector; otherwise sample more, up to a cap, then select. Actions
+  that call a tool marked as mutating need more agreeing candidates before a commit.
+- `EarlyCommit` (hedging): once `min_candidates` have arrived and `grace_s` more seconds
+  have passed, stop waiting; the stragglers' requests are cancelled (their connections
+  closed).
+- `Budget`: per-turn and per-episode caps on tokens and cost that step down gracefully,
+  to fewer candidates and then to one; they never fail a run.
+
+The decisions are pure functions of the candidates and records so far, so they are
+tested without a model and a resumed thread decides as the original would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from turnbon_graph.candidates import Candidate, agreement, plurality_position
+from turnbon_graph.records import RECORD_KEY, TurnRecord, Usage
+
+
+class AdaptiveN(BaseModel):
+    """Agreement-driven sampling: commit early on easy turns, sample more on hard ones.
+
+    The cap is the turn's `n`. `threshold` is the share of successful candidates that
+    must propose the plurality action to commit it; `mutating_min` is how many
+    successful candidates a commit needs when that action calls one of `mutating_tools`
+    (so side effects get a larger sample than reads).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    first_batch: int = Field(2, ge=1)
+    step: int = Field(2, ge=1)
+    threshold: float = Field(0.75, gt=0.0, le=1.0)
+    mutating_tools: frozenset[str] = frozenset()
+    mutating_min: int = Field(4, ge=1)
+
+    def next_step(self, candidates: Sequence[Candidate], launched: int, cap: int) -> Step:
+        """After a batch: commit the plurality, sample `size` more, or select at the cap."""
+        ok = [c for c in candidates if c.ok]
+        if ok:
+            share = agreement(ok)
+            leader = ok[plurality_position(ok)]
+            needed = self.mutating_min if calls_any(leader, self.mutating_tools) else 1
+            if share >= self.threshold and len(ok) >= min(needed, cap):
+                return Step(
+                    commit=plurality_position(ok),
+                    reason=f"agreement {share:.2f} >= {self.threshold:.2f} after {launched} calls",
+                )
+        if launched >= cap:
+            return Step(reason=f"cap of {cap} calls reached; selecting")
+        return Step(size=min(self.step, cap - launched))
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the adaptive controller decided: commit a position, sample `size`, or stop."""
+
+    size: int = 0
+    commit: int | None = None
+    reason: str = ""
+
+
+def calls_any(candidate: Candidate, tools: frozenset[str]) -> bool:
+    message = candidate.message
+    return message is not None and any(call["name"] in tools for call in message.tool_calls)
+
+
+class EarlyCommit(BaseModel):
+    """Stop waiting once `min_candidates` are in and `grace_s` seconds more have passed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    min_candidates: int = Field(2, ge=1)
+    grace_s: float = Field(0.0, ge=0.0)
+
+
+class Budget(BaseModel):
+    """Caps on generator + selector usage, per turn and per episode (since the last human
+    message). Before a turn, the candidates it may afford are estimated from the previous
+    turns' records; below two it runs one candidate and no selector. Cost caps apply only
+    where LiteLLM prices the model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turn_tokens: int | None = Field(None, gt=0)
+    episode_tokens: int | None = Field(None, gt=0)
+    turn_cost_usd: float | None = Field(None, gt=0)
+    episode_cost_usd: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _some_cap(self) -> Budget:
+        caps = (self.turn_tokens, self.episode_tokens, self.turn_cost_usd, self.episode_cost_usd)
+        if all(cap is None for cap in caps):
+            raise ValueError("a Budget needs at least one cap")
+        return self
+
+    def affordable(self, n: int, messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
+        """How many candidates this turn may sample (1..n), and why fewer than n."""
+        records = episode_records(messages)
+        if not records:
+            return n, None  # nothing to estimate from yet
+        spent = sum((r.usage.generator + r.usage.selector for r in records), Usage())
+        last = records[-1]
+        per_call = _per_call(last.usage.generator)
+        selector = last.usage.selector
+        limits: list[tuple[float, float, float, str]] = []  # (left, per call, selector, what)
+        if self.turn_tokens is not None:
+            limits.append((self.turn_tokens, per_call[0], selector.total_tokens, "turn tokens"))
+        if self.episode_tokens is not None:
+            tokens_left = float(self.episode_tokens - spent.total_tokens)
+            limits.append((tokens_left, per_call[0], selector.total_tokens, "episode tokens"))
+        if self.turn_cost_usd is not None and per_call[1] is not None:
+            limits.append((self.turn_cost_usd, per_call[1], selector.cost_usd or 0.0, "turn cost"))
+        if self.episode_cost_usd is not None and per_call[1] is not None:
+            cost_left = self.episode_cost_usd - (spent.cost_usd or 0.0)
+            limits.append((cost_left, per_call[1], selector.cost_usd or 0.0, "episode cost"))
+        allowed: int = n
+        reason: str | None = None
+        for left, call, select, what in limits:
+            if call <= 0:
+                continue
+            fits = int((left - select) // call) if left - select >= 2 * call else 1
+            if fits < allowed:
+                allowed, reason = max(1, fits), what
+        if allowed < n:
+            return allowed, f"budget ({reason}): {allowed} of {n} candidates"
+        return n, None
+
+
+def _per_call(usage: Usage) -> tuple[float, float | None]:
+    """Average tokens (and cost, where priced) of one generator call."""
+    calls = max(usage.calls, 1)
+    cost = usage.cost_usd / calls if usage.cost_usd is not None else None
+    return usage.total_tokens / calls, cost
+
+
+def episode_records(messages: Sequence[BaseMessage]) -> list[TurnRecord]:
+    """Turn records since the last human message, oldest first."""
+    records: list[TurnRecord] = []
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        if isinstance(message, AIMessage) and RECORD_KEY in message.response_metadata:
+            records.append(TurnRecord.model_validate(message.response_metadata[RECORD_KEY]))
+    return records[::-1]
