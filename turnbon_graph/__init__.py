@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from turnbon_graph.candidates import Candidate, canonical_action
     from turnbon_graph.chat_model import ChatTurnBoN
     from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, TurnBoNError
+    from turnbon_graph.generate import ModelSpec
     from turnbon_graph.graph import TurnBoNState, create_turnbon_agent, create_turnbon_graph
     from turnbon_graph.records import (
         CandidateRecord,
@@ -25,13 +26,20 @@ if TYPE_CHECKING:
         Usage,
         UsageSplit,
     )
+    from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
     from turnbon_graph.selectors import (
+        EnsembleSelector,
         FirstSelector,
+        FusionSelector,
+        HumanSelector,
         LLMSelector,
         MajorityVoteSelector,
         RandomSelector,
+        RefineSelector,
+        ScoringSelector,
         Selection,
         Selector,
+        TournamentSelector,
     )
     from turnbon_graph.turn import TurnEngine, turn_record
 
@@ -42,6 +50,7 @@ _SOURCES = {
     "AllCandidatesFailedError": "errors",
     "ConfigurationError": "errors",
     "TurnBoNError": "errors",
+    "ModelSpec": "generate",
     "TurnBoNState": "graph",
     "create_turnbon_agent": "graph",
     "create_turnbon_graph": "graph",
@@ -51,29 +60,48 @@ _SOURCES = {
     "TurnRecord": "records",
     "Usage": "records",
     "UsageSplit": "records",
+    "EnsembleSelector": "selectors",
     "FirstSelector": "selectors",
+    "FusionSelector": "selectors",
+    "HumanSelector": "selectors",
     "LLMSelector": "selectors",
     "MajorityVoteSelector": "selectors",
     "RandomSelector": "selectors",
+    "RefineSelector": "selectors",
+    "ScoringSelector": "selectors",
     "Selection": "selectors",
     "Selector": "selectors",
+    "TournamentSelector": "selectors",
+    "AdaptiveN": "sampling",
+    "Budget": "sampling",
+    "EarlyCommit": "sampling",
     "TurnEngine": "turn",
     "turn_record": "turn",
 }
 
 __all__ = [
+    "AdaptiveN",
     "AllCandidatesFailedError",
+    "Budget",
     "Candidate",
     "CandidateRecord",
     "ChatTurnBoN",
     "ConfigurationError",
+    "EarlyCommit",
+    "EnsembleSelector",
     "FirstSelector",
+    "FusionSelector",
+    "HumanSelector",
     "JSONLTraceSink",
     "LLMSelector",
     "MajorityVoteSelector",
+    "ModelSpec",
     "RandomSelector",
+    "RefineSelector",
+    "ScoringSelector",
     "Selection",
     "Selector",
+    "TournamentSelector",
     "TraceSink",
     "TurnBoNError",
     "TurnBoNState",

@@ -1,0 +1,176 @@
+"""Refine: pick with an inner selector, then critique the picked action once and revise it.
+
+Self-refinement mostly hurt on open-ended tasks in `shared/seeds/004_0cd7b162cf94b3f4.txt`
+(it helped on one benchmark of five), so it is one round, not a loop, and an unchanged
+action stays the candidate's own message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from turnbon_graph.candidates import Candidate, canonical_action
+from turnbon_graph.client import LiteLLMClient
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.selectors.base import Selection, Selector
+from turnbon_graph.selectors.llm import LLMSelector
+from turnbon_graph.selectors.prompting import (
+    DATA_NOT_INSTRUCTIONS,
+    SELECTOR_ROLE,
+    ask_json,
+    candidate_block,
+    check_llm_options,
+    transcript_section,
+    with_response_format,
+)
+from turnbon_graph.selectors.written import (
+    ToolNames,
+    action_rules,
+    action_schema,
+    parse_action,
+    to_message,
+    tools_used,
+)
+
+REFINE_SYSTEM_PROMPT = f"""\
+{SELECTOR_ROLE} An AI agent is working on a task. \
+An action was chosen for its next turn; it will be executed and its result shown to \
+the agent.
+
+Critique the action once: does it follow the task's instructions, make real progress, \
+use the tools correctly, and avoid premature, destructive or unsupported steps? If it \
+is already a good next step, return it unchanged. Otherwise return a revised action \
+that fixes what is wrong; keep the revision small and concrete.
+
+{DATA_NOT_INSTRUCTIONS} Reply with a single JSON object that \
+matches the schema at the end of the user message, and nothing else."""
+
+REFINE_RETRY_PROMPT = (
+    "Your answer could not be used: {error}. Reply again with only the JSON object "
+    "(reason, content, tool_calls), following the rules stated above."
+)
+
+
+def refine_request(
+    messages: Sequence[BaseMessage],
+    picked: Candidate,
+    action: AIMessage,
+    tools: ToolNames,
+    *,
+    allow_none: bool,
+) -> list[dict[str, str]]:
+    schema = action_schema(
+        tools, allow_none=allow_none, reason="Your critique, and what you changed if anything."
+    )
+    user = (
+        f"{transcript_section(messages)}\n\n"
+        "## The action chosen for the next turn\n"
+        f"{candidate_block(0, picked, action)}\n\n"
+        "## Your answer\n"
+        "Reply with one JSON object that matches this JSON schema, and nothing else:\n"
+        f"{json.dumps(schema)}\n"
+        "content and tool_calls are the action to execute: the chosen one unchanged, or "
+        f"your revision. {action_rules(tools, allow_none=allow_none)}"
+    )
+    return [
+        {"role": "system", "content": REFINE_SYSTEM_PROMPT},
+        {"role": "user", "content": user},
+    ]
+
+
+class RefineSelector:
+    """Picks with `inner`, then asks `model` to critique that action once and revise it.
+
+    `inner`: a Selector, a model id (an `LLMSelector` on it), or None (an `LLMSelector`
+    on `model`, sharing its settings). A revised action runs as `Selection.message` (fresh
+    call ids; `index` stays the inner pick); an unchanged one runs as the inner selector
+    left it. If the critique call fails or answers unusably twice, the inner choice runs
+    and `fallback` says why. A rejection by the inner selector is passed on unrefined.
+    Usage adds both selectors' calls; `answer` holds both answers as JSON.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        inner: Selector | str | None = None,
+        *,
+        completion_kwargs: dict[str, Any] | None = None,
+        client: LiteLLMClient | None = None,
+        seed: int | None = None,
+        response_format: bool | None = None,
+        max_invalid_retries: int = 1,
+        allow_none: bool = False,
+    ) -> None:
+        self.completion_kwargs = check_llm_options("RefineSelector", model, completion_kwargs)
+        self.model = model
+        self.client = client or LiteLLMClient()
+        self.response_format = response_format
+        self.max_invalid_retries = max_invalid_retries
+        self.allow_none = allow_none
+        if inner is None or isinstance(inner, str):
+            inner = LLMSelector(
+                inner or model,
+                completion_kwargs=self.completion_kwargs,
+                client=self.client,
+                seed=seed,
+                response_format=response_format,
+            )
+        elif not isinstance(inner, Selector):
+            raise ConfigurationError(
+                f"RefineSelector's inner selector must be a Selector, a model id or None; "
+                f"got {inner!r}"
+            )
+        self.inner: Selector = inner
+
+    @property
+    def name(self) -> str:
+        return f"refine:{self.model}({self.inner.name})"
+
+    async def select(
+        self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
+    ) -> Selection:
+        picked = await self.inner.select(messages, candidates)
+        if picked.none_acceptable:
+            return picked.model_copy(update={"selector": self.name})
+        chosen = candidates[picked.index]
+        action = picked.message or chosen.message
+        assert action is not None
+        tools = tools_used(candidates, picked.message)
+        kwargs = with_response_format(
+            self.completion_kwargs,
+            model=self.model,
+            setting=self.response_format,
+            name="refined_action",
+            schema=action_schema(tools, allow_none=self.allow_none, reason=""),
+            strict=False,
+        )
+        asked = await ask_json(
+            self.client,
+            model=self.model,
+            request=refine_request(messages, chosen, action, tools, allow_none=self.allow_none),
+            kwargs=kwargs,
+            parse=lambda response: parse_action(response, tools, self.allow_none),
+            retry_prompt=lambda problem: REFINE_RETRY_PROMPT.format(error=problem),
+            max_invalid_retries=self.max_invalid_retries,
+        )
+        update: dict[str, Any] = {
+            "selector": self.name,
+            "usage": picked.usage + asked.usage,
+            "answer": json.dumps({"selected_by": picked.answer, "refinement": asked.answer}),
+        }
+        revised = asked.value
+        if revised is None:
+            why = f"{asked.error}; kept the choice of {self.inner.name}"
+            update["fallback"] = f"{picked.fallback}; {why}" if picked.fallback else why
+        elif revised.none_acceptable:
+            update["none_acceptable"] = True
+        else:
+            message = to_message(revised, action)
+            ignore = chosen.ignore_args
+            if canonical_action(message, ignore) != canonical_action(action, ignore):
+                update["message"] = message
+        return picked.model_copy(update=update)

@@ -1,0 +1,191 @@
+"""Actions a selector writes itself (fusion, refinement): their JSON answer, validation
+and conversion to an executable `AIMessage`.
+
+The selector is not given the tool schemas, so a written action is checked against what
+the candidates used: every tool name must be one some candidate called, every argument
+name one some candidate passed to that tool.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import secrets
+import string
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from turnbon_graph.candidates import Candidate, canonical_action
+from turnbon_graph.selectors.prompting import answer_text, first_error, parse_json
+
+ToolNames = dict[str, set[str]]
+"""Tool name -> the argument names candidates passed to it."""
+
+
+class WrittenCall(BaseModel):
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _decode(cls, value: Any) -> Any:
+        # Models used to function calling often send arguments as a JSON string.
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+        return value
+
+
+class WrittenAction(BaseModel):
+    """The answer of a selector that writes the action; `reason` is optional on input."""
+
+    reason: str = ""
+    content: str = ""
+    tool_calls: list[WrittenCall] = Field(default_factory=list)
+    none_acceptable: bool = False
+
+
+def tools_used(candidates: Sequence[Candidate], *extra: AIMessage | None) -> ToolNames:
+    """The tools (and their argument names) the candidates, and `extra` messages, call."""
+    used: ToolNames = {}
+    messages = [c.message for c in candidates] + list(extra)
+    for message in messages:
+        for call in message.tool_calls if message is not None else ():
+            used.setdefault(call["name"], set()).update(call["args"])
+    return used
+
+
+def action_schema(tools: ToolNames, *, allow_none: bool, reason: str) -> dict[str, Any]:
+    """The JSON schema of a written action. `args` stays an open object, so this schema
+    is sent non-strict (strict mode needs every property of every object listed)."""
+    call: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "enum": sorted(tools)},
+            "args": {"type": "object", "description": "The tool's arguments."},
+        },
+        "required": ["name", "args"],
+        "additionalProperties": False,
+    }
+    properties: dict[str, Any] = {
+        "reason": {"type": "string", "description": reason},
+        "content": {
+            "type": "string",
+            "description": "The action's text: the reply itself when it calls no tool.",
+        },
+        "tool_calls": {"type": "array", "items": call},
+    }
+    if allow_none:
+        properties["none_acceptable"] = {
+            "type": "boolean",
+            "description": "true only if no acceptable action can be written from these.",
+        }
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+def action_rules(tools: ToolNames, *, allow_none: bool) -> str:
+    """The rules of a written action, for the prompt."""
+    if tools:
+        known = "; ".join(f"{name}({', '.join(sorted(a))})" for name, a in sorted(tools.items()))
+        rules = (
+            f"tool_calls lists the tool calls to make, each with a name and args. Use only "
+            f"these tools and argument names, which the candidates use: {known}. "
+        )
+    else:
+        rules = "The candidates call no tool, so tool_calls must be empty. "
+    rules += "With no tool calls, content is the agent's reply and must not be empty."
+    if allow_none:
+        rules += (
+            " Set none_acceptable to true (with empty content and tool_calls) only if no "
+            "acceptable action can be written: the agent then proposes new candidates."
+        )
+    return rules
+
+
+def check_action(action: WrittenAction, tools: ToolNames) -> str | None:
+    """What is wrong with a written action, or None."""
+    for call in action.tool_calls:
+        if call.name not in tools:
+            offered = sorted(tools) or "none"
+            return f"tool {call.name!r} is not one the candidates use (use one of {offered})"
+        unknown = sorted(set(call.args) - tools[call.name])
+        if unknown:
+            return (
+                f"tool {call.name!r} has argument(s) {unknown} that no candidate passes to it "
+                f"(known: {sorted(tools[call.name])})"
+            )
+    if not action.tool_calls and not action.content.strip():
+        return "the action is empty: give tool_calls, or content for a reply"
+    return None
+
+
+def parse_action(
+    response: Any, tools: ToolNames, allow_none: bool
+) -> tuple[WrittenAction | None, str, str | None]:
+    """(action, raw text, problem). A rejection (`none_acceptable`) needs no action."""
+    raw, text, problem = answer_text(response)
+    if problem is not None:
+        return None, raw, problem
+    try:
+        action = parse_json(text, WrittenAction)
+    except ValidationError as exc:
+        return (
+            None,
+            raw,
+            f"it is not a JSON object with content and tool_calls ({first_error(exc)})",
+        )
+    if allow_none and action.none_acceptable:
+        return action, raw, None
+    action.none_acceptable = False  # not on offer: judge the action itself
+    problem = check_action(action, tools)
+    return (None, raw, problem) if problem else (action, raw, None)
+
+
+def to_message(action: WrittenAction, like: AIMessage | None) -> AIMessage:
+    """The executable message: each tool call with a fresh id shaped like `like`'s."""
+    template = like.tool_calls[0].get("id") if like is not None and like.tool_calls else None
+    return AIMessage(
+        content=action.content,
+        tool_calls=[
+            {"name": c.name, "args": c.args, "id": fresh_call_id(template), "type": "tool_call"}
+            for c in action.tool_calls
+        ],
+    )
+
+
+_ID_PREFIX = re.compile(r"^(.*[_-])?([A-Za-z0-9]*)$")
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def fresh_call_id(template: str | None) -> str:
+    """A new tool-call id with the prefix and length of `template` (a provider's own id):
+    providers validate their id formats (Mistral: 9 alphanumerics, Anthropic: toolu_...)."""
+    match = _ID_PREFIX.match(template or "")
+    prefix, body = (match.group(1) or "", match.group(2)) if match else ("", "")
+    if not template or not match:
+        prefix, body = "call_", "x" * 24
+    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(max(len(body), 9)))
+
+
+def closest(candidates: Sequence[Candidate], message: AIMessage) -> tuple[int, bool]:
+    """(position of the candidate `message` is closest to, whether it is the same action).
+
+    Same canonical action first; else the most similar canonical action, ties earliest."""
+    action = canonical_action(message, candidates[0].ignore_args)
+    ratios = []
+    for position, candidate in enumerate(candidates):
+        if candidate.action == action:
+            return position, True
+        ratios.append(difflib.SequenceMatcher(None, action, candidate.action).ratio())
+    return ratios.index(max(ratios)), False
