@@ -33,7 +33,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, SkipValidation
 from turnbon_graph.client import secret_values
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import ModelSpec
-from turnbon_graph.records import JSONLTraceSink, TraceSink
+from turnbon_graph.records import TraceSink
 from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import EventSink, TurnEngine, turn_record
@@ -199,11 +199,8 @@ class ChatTurnBoN(BaseChatModel):
         `model_copy(update=...)` or an attribute assignment)."""
         options = self._options()
         if self._engine is None or options != self._engine_options:
-            model = options.pop("model")
-            trace = options.pop("trace")
-            sink = JSONLTraceSink(trace) if isinstance(trace, str | Path) else trace
-            self._engine = TurnEngine.from_options(model, trace=sink, **options)
-            self._engine_options = {**options, "model": model, "trace": trace}
+            self._engine = TurnEngine.from_options(**options)
+            self._engine_options = options
         return self._engine
 
     @property

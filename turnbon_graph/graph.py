@@ -7,8 +7,7 @@ your checkpointer, store and name.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired, Unpack
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
@@ -17,11 +16,9 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.generate import ModelPool, ToolCalling, ToolLike, to_openai_tools
-from turnbon_graph.records import RECORD_KEY, JSONLTraceSink, TraceSink
-from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
-from turnbon_graph.selectors.base import Selector
-from turnbon_graph.turn import EventSink, GeneratedTurn, TurnEngine
+from turnbon_graph.generate import ModelPool, ToolLike, to_openai_tools
+from turnbon_graph.records import RECORD_KEY
+from turnbon_graph.turn import EventSink, GeneratedTurn, TurnEngine, TurnOptions
 
 Tools = Sequence[ToolLike] | ToolNode
 
@@ -41,25 +38,8 @@ def create_turnbon_graph(
     tools: Tools | None = None,
     *,
     execute_tools: bool = True,
-    n: int = 4,
-    selector: str | Selector | None = None,
-    completion_kwargs: dict[str, Any] | None = None,
-    selector_kwargs: dict[str, Any] | None = None,
-    prompt: str | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: float | None = None,
-    timeout: float | None = None,
-    max_retries: int = 2,
-    native_n: bool = False,
-    tool_calling: ToolCalling = "auto",
-    seed: int | None = None,
-    trace: TraceSink | str | Path | None = None,
-    adaptive: AdaptiveN | None = None,
-    early_commit: EarlyCommit | None = None,
-    budget: Budget | None = None,
-    dedupe: bool = False,
-    ignore_args: Sequence[str] = (),
     name: str = "turnbon",
+    **options: Unpack[TurnOptions],
 ) -> StateGraph[Any, Any, Any, Any]:
     """One Turn-BoN turn as a graph: `generate` -> `select` [-> `tools`].
 
@@ -97,28 +77,8 @@ def create_turnbon_graph(
     The chosen message carries its turn record in `response_metadata["turnbon"]`.
     Progress goes out as custom stream events (`stream_mode="custom"`).
     """
-    engine, tool_list = _engine(
-        model,
-        tools,
-        n=n,
-        selector=selector,
-        completion_kwargs=completion_kwargs,
-        selector_kwargs=selector_kwargs,
-        prompt=prompt,
-        max_concurrency=max_concurrency,
-        rate_limit=rate_limit,
-        timeout=timeout,
-        max_retries=max_retries,
-        native_n=native_n,
-        tool_calling=tool_calling,
-        seed=seed,
-        trace=trace,
-        adaptive=adaptive,
-        early_commit=early_commit,
-        budget=budget,
-        dedupe=dedupe,
-        ignore_args=ignore_args,
-    )
+    engine = TurnEngine.from_options(model, **options)
+    tool_list = _tool_list(tools)
     builder = _turn_builder(engine, tool_list, name)
     if tool_list and execute_tools:
         builder.add_node("tools", _tool_node(tools))
@@ -134,25 +94,8 @@ def create_turnbon_agent(
     tools: Tools,
     *,
     max_turns: int = 50,
-    n: int = 4,
-    selector: str | Selector | None = None,
-    completion_kwargs: dict[str, Any] | None = None,
-    selector_kwargs: dict[str, Any] | None = None,
-    prompt: str | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: float | None = None,
-    timeout: float | None = None,
-    max_retries: int = 2,
-    native_n: bool = False,
-    tool_calling: ToolCalling = "auto",
-    seed: int | None = None,
-    trace: TraceSink | str | Path | None = None,
-    adaptive: AdaptiveN | None = None,
-    early_commit: EarlyCommit | None = None,
-    budget: Budget | None = None,
-    dedupe: bool = False,
-    ignore_args: Sequence[str] = (),
     name: str = "turnbon",
+    **options: Unpack[TurnOptions],
 ) -> StateGraph[Any, Any, Any, Any]:
     """A whole tool-using agent with Turn-BoN at every turn.
 
@@ -161,28 +104,7 @@ def create_turnbon_agent(
     after that action's tool results, so the thread can be continued).
     Other arguments as in `create_turnbon_graph`.
     """
-    engine, _ = _engine(
-        model,
-        tools,
-        n=n,
-        selector=selector,
-        completion_kwargs=completion_kwargs,
-        selector_kwargs=selector_kwargs,
-        prompt=prompt,
-        max_concurrency=max_concurrency,
-        rate_limit=rate_limit,
-        timeout=timeout,
-        max_retries=max_retries,
-        native_n=native_n,
-        tool_calling=tool_calling,
-        seed=seed,
-        trace=trace,
-        adaptive=adaptive,
-        early_commit=early_commit,
-        budget=budget,
-        dedupe=dedupe,
-        ignore_args=ignore_args,
-    )
+    engine = TurnEngine.from_options(model, **options)
     return agent_graph(engine, tools, max_turns=max_turns, name=name)
 
 
@@ -223,17 +145,6 @@ def turns_since_human(messages: Sequence[BaseMessage]) -> int:
         if isinstance(message, AIMessage) and RECORD_KEY in message.response_metadata:
             count += 1
     return count
-
-
-def _engine(
-    model: ModelPool,
-    tools: Tools | None,
-    *,
-    trace: TraceSink | str | Path | None,
-    **options: Any,
-) -> tuple[TurnEngine, list[ToolLike]]:
-    sink = JSONLTraceSink(trace) if isinstance(trace, str | Path) else trace
-    return TurnEngine.from_options(model, trace=sink, **options), _tool_list(tools)
 
 
 def _tool_list(tools: Tools | None) -> list[ToolLike]:

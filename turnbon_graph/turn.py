@@ -15,7 +15,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypedDict
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
@@ -37,6 +38,7 @@ from turnbon_graph.generate import (
 )
 from turnbon_graph.records import (
     RECORD_KEY,
+    JSONLTraceSink,
     LatencySplit,
     SamplingRecord,
     TraceSink,
@@ -60,6 +62,30 @@ _CONNECTION_KEYS = (
     "organization",
     "extra_headers",
 )
+
+
+class TurnOptions(TypedDict, total=False):
+    """The keyword options of `create_turnbon_graph`, `create_turnbon_agent` and
+    `TurnEngine.from_options` (defaults and meaning: `create_turnbon_graph`)."""
+
+    n: int
+    selector: str | Selector | None
+    completion_kwargs: dict[str, Any] | None
+    selector_kwargs: dict[str, Any] | None
+    prompt: str | None
+    max_concurrency: int | None
+    rate_limit: float | None
+    timeout: float | None
+    max_retries: int
+    native_n: bool
+    tool_calling: ToolCalling
+    seed: int | None
+    trace: TraceSink | str | Path | None
+    adaptive: AdaptiveN | None
+    early_commit: EarlyCommit | None
+    budget: Budget | None
+    dedupe: bool
+    ignore_args: Sequence[str]
 
 
 @dataclass
@@ -197,14 +223,15 @@ class TurnEngine:
         native_n: bool = False,
         tool_calling: ToolCalling = "auto",
         seed: int | None = None,
-        trace: TraceSink | None = None,
+        trace: TraceSink | str | Path | None = None,
         adaptive: AdaptiveN | None = None,
         early_commit: EarlyCommit | None = None,
         budget: Budget | None = None,
         dedupe: bool = False,
         ignore_args: Sequence[str] = (),
     ) -> TurnEngine:
-        """Resolves the public keyword options shared by the graph factories and ChatTurnBoN."""
+        """Resolves the public keyword options shared by the graph factories and ChatTurnBoN
+        (documented on `create_turnbon_graph`)."""
         client = LiteLLMClient(
             max_concurrency=max_concurrency,
             rate_limit=rate_limit,
@@ -244,7 +271,7 @@ class TurnEngine:
             selector=resolved,
             n=n,
             prompt=prompt,
-            trace=trace,
+            trace=JSONLTraceSink(trace) if isinstance(trace, str | Path) else trace,
             adaptive=adaptive,
             early_commit=early_commit,
             budget=budget,
