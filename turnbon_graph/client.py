@@ -92,6 +92,9 @@ class LiteLLMClient:
         run out; its message has every secret from `kwargs` redacted."""
         import litellm
 
+        # LiteLLM prints a help banner for every failed call; a turn records its failures
+        # (and retries them), so the banner is noise here.
+        litellm.suppress_debug_info = True
         kwargs.setdefault("timeout", self.timeout)
         if kwargs["timeout"] is None:
             del kwargs["timeout"]

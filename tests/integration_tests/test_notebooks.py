@@ -1,0 +1,51 @@
+"""The notebooks run, top to bottom, against the stub server (so they cannot rot)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="install the test extra: make setup-test")
+nbclient = pytest.importorskip("nbclient", reason="install the test extra: make setup-test")
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def execute(name: str, backend: str) -> Any:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    os.environ["TURNBON_NOTEBOOK_BACKEND"] = backend
+    try:
+        client = nbclient.NotebookClient(
+            notebook,
+            timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": NOTEBOOKS}},
+        )
+        client.execute()  # raises CellExecutionError on the first failing cell
+    finally:
+        del os.environ["TURNBON_NOTEBOOK_BACKEND"]
+    return notebook
+
+
+def outputs(notebook: Any) -> list[dict[str, Any]]:
+    return [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+
+
+def test_quickstart_runs_on_the_stub() -> None:
+    notebook = execute("01_quickstart.ipynb", "stub")
+    results = [
+        o["data"]["text/plain"] for o in outputs(notebook) if o["output_type"] == "execute_result"
+    ]
+    assert "'The note says: Paris.'" in results
+    table = next(r for r in results if "selector tokens" in r)
+    assert "llm:openai/stub" in table and "unanimous" in table
+    assert any("image/png" in o.get("data", {}) for o in outputs(notebook))  # the token plot
+
+
+def test_notebooks_are_saved_without_outputs() -> None:
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        assert not outputs(notebook), f"{path.name}: clear its outputs before committing"
