@@ -7,10 +7,12 @@ environment implements these, and `turnbon bench` (and notebooks) drive any of t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:  # `turnbon report` reads runs without importing LangChain's tools
+    from langchain_core.tools import BaseTool
 
 Outcome = Literal["pass", "wrong_submission", "out_of_context", "time_limit", "agent_error"]
 """How an attempt ends (the paper's Table 5): only an attempt that ended on its own can

@@ -1,0 +1,349 @@
+"""PNG plots of a run, as in the paper's Figures 2 and 3 and Table 1.
+
+matplotlib is an optional extra (`pip install 'turnbon-graph[plots]'`): it is imported
+inside the functions, and figures are drawn on an Agg canvas through the object API
+(never pyplot), so plotting changes no global backend and works in threads and notebooks.
+Each function takes plain numbers, so notebooks can plot their own slices.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from turnbon_graph import metrics
+from turnbon_graph.runs import EpisodeResult
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+PLOTS_INSTALL = "pip install 'turnbon-graph[plots]'"
+"""The command that installs what the plots need."""
+
+BASELINE_COLOR = "#4d4d4d"
+TIMES = "\u00d7"
+_PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+)
+
+PLOT_FILES = {
+    "pass_rate": "pass_rate.png",
+    "pass_at_k": "pass_at_k.png",
+    "consistency": "consistency.png",
+    "turns_to_solve": "turns_to_solve.png",
+    "token_cost": "token_cost.png",
+}
+
+
+def plots_available() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def setting_colors(settings: Sequence[str], baseline: str = "N=1") -> dict[str, str]:
+    """One colour per setting, the same in every plot: grey for the baseline."""
+    others = [s for s in settings if s != baseline]
+    colors = {s: _PALETTE[i % len(_PALETTE)] for i, s in enumerate(others)}
+    if baseline in settings:
+        colors[baseline] = BASELINE_COLOR
+    return colors
+
+
+@dataclass(frozen=True)
+class TokenBar:
+    """Per-attempt token averages of one setting, split between generator and selector."""
+
+    setting: str
+    generator_output: float
+    selector_output: float
+    generator_prompt: float
+    selector_prompt: float
+    vs_baseline: float | None = None
+
+
+def write_plots(
+    results: Sequence[EpisodeResult],
+    out_dir: Path,
+    *,
+    settings: Sequence[str],
+    baseline: str = "N=1",
+) -> dict[str, Path]:
+    """Every plot of a run into `out_dir`; returns the files by plot name.
+
+    Raises ModuleNotFoundError when matplotlib is missing (see `plots_available`)."""
+    groups = metrics.by_setting(results)
+    order = [s for s in settings if s in groups]
+    colors = setting_colors(order, baseline)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {name: out_dir / file for name, file in PLOT_FILES.items()}
+
+    plot_pass_rates(
+        {s: trial_pass_rates(groups[s]) for s in order},
+        paths["pass_rate"],
+        colors=colors,
+    )
+    plot_curves(
+        {s: metrics.pass_at_k_curve(groups[s]) for s in order},
+        paths["pass_at_k"],
+        title="pass@k: solved in at least one of k trials",
+        ylabel="pass@k (share of tasks)",
+        colors=colors,
+    )
+    plot_curves(
+        {s: metrics.consistency_curve(groups[s]) for s in order},
+        paths["consistency"],
+        title="Consistency: solved in all k trials",
+        ylabel="solved in all k (share of tasks)",
+        colors=colors,
+    )
+    plot_turns_to_solve(
+        {s: sorted(metrics.turns_to_solve(groups[s]).values()) for s in order},
+        paths["turns_to_solve"],
+        colors=colors,
+    )
+    rows = {row.setting: row for row in metrics.cost_table(results, baseline)}
+    plot_token_costs(
+        [token_bar(s, groups[s], rows[s].total_vs_baseline) for s in order],
+        paths["token_cost"],
+        colors=colors,
+    )
+    return paths
+
+
+def trial_pass_rates(results: Sequence[EpisodeResult]) -> list[float]:
+    """The pass rate of each trial (over the tasks that trial finished)."""
+    trials: dict[int, list[bool]] = {}
+    for result in results:
+        trials.setdefault(result.trial, []).append(result.passed)
+    return [sum(p) / len(p) for _, p in sorted(trials.items())]
+
+
+def token_bar(setting: str, results: Sequence[EpisodeResult], vs: float | None) -> TokenBar:
+    count = len(results) or 1
+    return TokenBar(
+        setting=setting,
+        generator_output=sum(r.usage.generator.completion_tokens for r in results) / count,
+        selector_output=sum(r.usage.selector.completion_tokens for r in results) / count,
+        generator_prompt=sum(r.usage.generator.prompt_tokens for r in results) / count,
+        selector_prompt=sum(r.usage.selector.prompt_tokens for r in results) / count,
+        vs_baseline=vs,
+    )
+
+
+def plot_pass_rates(
+    rates: Mapping[str, Sequence[float]], path: Path, *, colors: Mapping[str, str]
+) -> Path:
+    """Figure 2(a): mean pass rate per setting, each trial's rate as a dot."""
+    figure, (ax,) = _figure()
+    labels = list(rates)
+    for x, setting in enumerate(labels):
+        trials = rates[setting]
+        mean = sum(trials) / len(trials) if trials else 0.0
+        ax.bar(x, mean, width=0.6, color=colors.get(setting), alpha=0.85, zorder=2)
+        ax.annotate(
+            f"{mean:.1%}",
+            (x, max([mean, *trials])),  # above the dots, which would hide it
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            fontsize=9,
+        )
+        jitter = _jitter(len(trials), 0.12, seed=x)
+        ax.scatter([x + j for j in jitter], trials, color="black", s=14, zorder=3, label=None)
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylim(0, 1.08)
+    _percent_axis(ax)
+    ax.set_xlabel("setting")
+    ax.set_ylabel("mean pass rate (pass@1)")
+    ax.set_title("Mean pass rate over trials (dots: single trials)")
+    return _save(figure, path)
+
+
+def plot_curves(
+    curves: Mapping[str, Mapping[int, float]],
+    path: Path,
+    *,
+    title: str,
+    ylabel: str,
+    colors: Mapping[str, str],
+) -> Path:
+    """Figure 2(b) / 3(b): one line per setting over k."""
+    figure, (ax,) = _figure()
+    ks: set[int] = set()
+    for setting, points in curves.items():
+        if not points:
+            continue
+        xs = sorted(points)
+        ks.update(xs)
+        ax.plot(
+            xs,
+            [points[k] for k in xs],
+            marker="o",
+            linewidth=2,
+            color=colors.get(setting),
+            label=setting,
+        )
+    if ks:
+        ax.set_xticks(sorted(ks))
+        ax.legend(title="setting", frameon=False)
+    ax.set_ylim(-0.02, 1.02)
+    _percent_axis(ax)
+    ax.set_xlabel("k (trials)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return _save(figure, path)
+
+
+def plot_turns_to_solve(
+    turns: Mapping[str, Sequence[float]], path: Path, *, colors: Mapping[str, str]
+) -> Path:
+    """Figure 3(a): turns a solved task took (mean over its passing trials), per setting."""
+    from matplotlib.ticker import MaxNLocator
+
+    figure, (ax,) = _figure()
+    labels = list(turns)
+    filled = [(x, turns[s]) for x, s in enumerate(labels) if turns[s]]
+    if filled:
+        boxes = ax.boxplot(
+            [list(values) for _, values in filled],
+            positions=[x for x, _ in filled],
+            widths=0.5,
+            showfliers=False,
+            patch_artist=True,
+            medianprops={"color": "black", "linewidth": 1.5},
+        )
+        for (x, _), box in zip(filled, boxes["boxes"], strict=True):
+            box.set_facecolor(colors.get(labels[x], BASELINE_COLOR))
+            box.set_alpha(0.35)
+        for x, values in filled:
+            jitter = _jitter(len(values), 0.15, seed=x)
+            ax.scatter(
+                [x + j for j in jitter],
+                values,
+                color=colors.get(labels[x]),
+                s=16,
+                zorder=3,
+                edgecolors="white",
+                linewidths=0.5,
+            )
+    ax.set_xticks(range(len(labels)), [f"{s}\n({len(turns[s])} solved)" for s in labels])
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("setting")
+    ax.set_ylabel("turns to solve (mean over passing trials)")
+    ax.set_title("Turns taken to solve a task")
+    return _save(figure, path)
+
+
+def plot_token_costs(bars: Sequence[TokenBar], path: Path, *, colors: Mapping[str, str]) -> Path:
+    """Table 1 as bars: output tokens per attempt (left, the paper's measure) and prompt
+    tokens per attempt (right, what usually dominates the bill), generator below selector."""
+    from matplotlib.patches import Patch
+
+    figure, (left, right) = _figure(columns=2)
+    xs = range(len(bars))
+    labels = [bar.setting for bar in bars]
+    for ax, generator, selector, title in (
+        (left, [b.generator_output for b in bars], [b.selector_output for b in bars], "Output"),
+        (right, [b.generator_prompt for b in bars], [b.selector_prompt for b in bars], "Prompt"),
+    ):
+        fills = [colors.get(label, BASELINE_COLOR) for label in labels]
+        ax.bar(xs, generator, width=0.6, color=fills, zorder=2)
+        ax.bar(
+            xs,
+            selector,
+            bottom=generator,
+            width=0.6,
+            color=fills,
+            alpha=0.4,
+            hatch="//",
+            edgecolor="white",
+            zorder=2,
+        )
+        ax.set_xticks(list(xs), labels)
+        ax.set_xlabel("setting")
+        ax.set_ylabel(f"{title.lower()} tokens per attempt")
+        ax.set_title(f"{title} tokens")
+        ax.yaxis.set_major_formatter(_token_formatter())
+        ax.margins(y=0.12)
+    for x, bar in enumerate(bars):
+        if bar.vs_baseline is not None:
+            left.annotate(
+                f"{bar.vs_baseline:.1f}{TIMES}",
+                (x, bar.generator_output + bar.selector_output),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                fontsize=9,
+            )
+    left.legend(
+        handles=[
+            Patch(facecolor="#888888", label="generator (all N candidates)"),
+            Patch(facecolor="#888888", alpha=0.4, hatch="//", label="selector"),
+        ],
+        frameon=False,
+        loc="upper left",
+    )
+    figure.suptitle(f"Tokens per attempt ({TIMES}: output vs baseline, as in the paper's Table 1)")
+    return _save(figure, path)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _figure(columns: int = 1) -> tuple[Figure, list[Axes]]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.4 * columns, 4.2), dpi=120, layout="constrained")
+    FigureCanvasAgg(figure)  # attaches itself: rendering stays on Agg whatever the backend
+    axes = figure.subplots(1, columns, squeeze=False)[0]
+    for ax in axes:
+        ax.grid(axis="y", alpha=0.3, zorder=0)
+        ax.spines[["top", "right"]].set_visible(False)
+    return figure, list(axes)
+
+
+def _percent_axis(ax: Axes) -> None:
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+
+
+def _token_formatter() -> FuncFormatter:
+    from matplotlib.ticker import FuncFormatter
+
+    def short(value: float, _: int | None) -> str:
+        if abs(value) >= 1e6:
+            return f"{value / 1e6:g}M"
+        if abs(value) >= 1e3:
+            return f"{value / 1e3:g}K"
+        return f"{value:g}"
+
+    return FuncFormatter(short)
+
+
+def _jitter(count: int, width: float, seed: int) -> list[float]:
+    # Seeded so the same run always draws the same picture.
+    rng = random.Random(seed)
+    return [rng.uniform(-width, width) for _ in range(count)] if count > 1 else [0.0] * count
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png")
+    return path
