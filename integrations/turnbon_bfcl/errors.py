@@ -1,0 +1,31 @@
+"""Errors of the BFCL integration; each says what to do."""
+
+from __future__ import annotations
+
+from turnbon_graph.errors import TurnBoNError
+
+BFCL_EVAL_VERSION = "2026.3.23"
+"""The bfcl-eval release this integration was written and tested against."""
+
+SETUP_COMMAND = (
+    f"make setup-bfcl (that is: pip install --no-deps bfcl-eval=={BFCL_EVAL_VERSION} "
+    "&& pip install 'turnbon-graph[bfcl]')"
+)
+
+
+class BFCLNotInstalledError(TurnBoNError, ImportError):
+    """bfcl-eval, or one of the few modules its multi-turn code needs, is missing."""
+
+    def __init__(self, missing: str) -> None:
+        super().__init__(
+            f"The BFCL environment needs the bfcl-eval package, but {missing!r} cannot be "
+            f"imported. Install it with: {SETUP_COMMAND}"
+        )
+
+
+class BFCLToolContextError(TurnBoNError, RuntimeError):
+    """A BFCL tool ran outside a LangGraph `ToolNode` over a `messages` state."""
+
+
+class ReplayError(TurnBoNError, ValueError):
+    """The ground-truth replay got a conversation it has no script for."""
