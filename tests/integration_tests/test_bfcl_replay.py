@@ -4,22 +4,17 @@ scored by BFCL's own checker."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed: run `make setup-bfcl`")
-if importlib.util.find_spec("turnbon_bfcl") is None:  # not installed yet: the source copy
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations"))
-
-from turnbon_bfcl import BFCLEnvironment, bfcl_api
-from turnbon_bfcl.schema import call_string, parse_call
 
 from tests.helpers import stub_kwargs
+from turnbon_bfcl import BFCLEnvironment, bfcl_api
+from turnbon_bfcl.schema import call_string, parse_call
 from turnbon_graph.runner import BenchConfig, run_benchmark
 from turnbon_graph.runs import read_turns
 from turnbon_graph.testing import StubServer

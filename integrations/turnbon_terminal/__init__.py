@@ -1,0 +1,54 @@
+"""turnbon-terminal: terminal tasks (Terminal-Bench 2 layout) in a sandbox, for turnbon-graph.
+
+`TerminalEnvironment` implements `turnbon_graph.environment.Environment`: each episode
+gets a fresh working directory, a uid of its own (when run as root), a `shell` tool and
+a pytest verifier. `load_tasks` reads task folders; the shipped suite is the default.
+`stub_policy` scripts the loopback stub server to play an oracle-ish model.
+"""
+
+from __future__ import annotations
+
+from turnbon_terminal.environment import TerminalEnvironment, TerminalEpisode, environment
+from turnbon_terminal.errors import (
+    DockerRequiredError,
+    SandboxError,
+    SecretEnvironmentError,
+    SetupScriptError,
+    TaskFormatError,
+    TerminalError,
+)
+from turnbon_terminal.limits import Limits
+from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxSettings
+from turnbon_terminal.shell_tool import ShellTool
+from turnbon_terminal.stub_policy import StubPolicy, stub_policy
+from turnbon_terminal.tasks import (
+    SHIPPED_TASKS,
+    DockerTaskSkipped,
+    TerminalTask,
+    load_task,
+    load_tasks,
+)
+
+__all__ = [
+    "SHIPPED_TASKS",
+    "CommandResult",
+    "DockerRequiredError",
+    "DockerTaskSkipped",
+    "Limits",
+    "Sandbox",
+    "SandboxError",
+    "SandboxSettings",
+    "SecretEnvironmentError",
+    "SetupScriptError",
+    "ShellTool",
+    "StubPolicy",
+    "TaskFormatError",
+    "TerminalEnvironment",
+    "TerminalEpisode",
+    "TerminalError",
+    "TerminalTask",
+    "environment",
+    "load_task",
+    "load_tasks",
+    "stub_policy",
+]

@@ -1,0 +1,195 @@
+"""`TerminalEnvironment`: the `turnbon_graph.environment.Environment` of terminal tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from langchain_core.tools import BaseTool
+
+from turnbon_graph.environment import TaskSpec, Verdict
+from turnbon_graph.errors import ConfigurationError
+from turnbon_terminal.errors import SetupScriptError
+from turnbon_terminal.limits import Limits, MiB
+from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxHost, SandboxSettings
+from turnbon_terminal.shell_tool import ShellTool
+from turnbon_terminal.stub_policy import StubPolicy
+from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, load_tasks
+from turnbon_terminal.verifier import VerifierPython, run_verifier
+
+T = TypeVar("T")
+
+VERIFIER_MARGIN_S = 2.0
+"""Our own verifier timeout ends this much before the runner's, so a slow verifier
+comes back as a verdict with an error rather than as the runner's timeout."""
+
+
+class TerminalEpisode:
+    """One attempt at one task: a sandbox, the `shell` tool, the verifier."""
+
+    def __init__(self, task: TerminalTask, sandbox: Sandbox, python: VerifierPython) -> None:
+        self.task = task
+        self.sandbox = sandbox
+        self._python = python
+        self._tools: list[BaseTool] = [ShellTool(sandbox)]
+
+    @property
+    def tools(self) -> Sequence[BaseTool]:
+        return self._tools
+
+    @property
+    def workdir(self) -> Path:
+        return self.sandbox.workdir
+
+    async def run(self, command: str, *, time_limit: float | None = None) -> CommandResult:
+        """A command as the agent would run it (for tests, scripts and oracles)."""
+        return await self.sandbox.run(command, time_limit=time_limit)
+
+    async def run_solution(self) -> CommandResult:
+        """The task's solution/solve.sh, run from the working directory."""
+        script = self.task.solution_script
+        if script is None:
+            raise ConfigurationError(f"task {self.task.id} has no solution/solve.sh")
+        return await self.sandbox.run(
+            script.read_text(encoding="utf-8"),
+            time_limit=self.task.spec.agent_timeout_s,
+            env=self.task.solution_env,
+        )
+
+    async def verify(self) -> Verdict:
+        limit = self.task.spec.verifier_timeout_s
+        limit = max(limit - min(VERIFIER_MARGIN_S, limit / 10), 0.5)
+        return await run_verifier(self.sandbox, self.task, self._python, limit)
+
+    async def close(self) -> None:
+        """Kills every process the episode left and removes its directory."""
+        await self.sandbox.close()
+
+
+class TerminalEnvironment:
+    """Terminal tasks (Terminal-Bench 2 layout), each episode in a sandbox of its own.
+
+    `tasks_dir`: a folder of task folders, or one task folder; None: the shipped suite.
+    Commands run as a dedicated uid per episode when running as root (see the README
+    for what the sandbox does and does not protect against)."""
+
+    name = "terminal"
+
+    def __init__(
+        self,
+        tasks_dir: str | Path | None = None,
+        *,
+        command_timeout: float = 60.0,
+        output_limit: int = 8 * 1024,
+        hard_output_limit: int = 10 * MiB,
+        limits: Limits | None = None,
+        isolate_user: bool | None = None,
+        work_root: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        skip_docker: bool = False,
+        verifier_python: str | None = None,
+    ) -> None:
+        self._tasks = {t.id: t for t in load_tasks(tasks_dir, skip_docker=skip_docker)}
+        self.settings = SandboxSettings(
+            command_timeout=command_timeout,
+            output_limit=output_limit,
+            hard_output_limit=hard_output_limit,
+            limits=limits or Limits(),
+            isolate_user=isolate_user,
+            work_root=Path(work_root) if work_root is not None else None,
+            env=dict(env or {}),
+        )
+        self._host = SandboxHost(self.settings)
+        self._python = VerifierPython(verifier_python)
+
+    @property
+    def isolated(self) -> bool:
+        """Whether each episode runs as a uid of its own."""
+        return self._host.isolate
+
+    def tasks(self) -> Sequence[TaskSpec]:
+        return [t.spec for t in self._tasks.values()]
+
+    def task(self, task_id: str) -> TerminalTask:
+        try:
+            return self._tasks[task_id]
+        except KeyError:
+            raise ConfigurationError(
+                f"no task {task_id!r} here; available: {', '.join(sorted(self._tasks))}"
+            ) from None
+
+    def terminal_tasks(self) -> list[TerminalTask]:
+        return list(self._tasks.values())
+
+    def stub_policy(
+        self, *, p_solve: float = 0.4, p_inspect: float = 0.35, seed: int = 0
+    ) -> StubPolicy:
+        """A `StubServer` responder playing an oracle-ish model on these tasks, for
+        `turnbon bench --env terminal --model stub` (see `turnbon_terminal.stub_policy`)."""
+        return StubPolicy(self.terminal_tasks(), p_solve=p_solve, p_inspect=p_inspect, seed=seed)
+
+    async def start(self, task: TaskSpec, trial: int) -> TerminalEpisode:
+        """A fresh working directory with the task's files, after its setup.sh ran."""
+        terminal_task = self.task(task.id)
+        sandbox = await _to_the_end(
+            self._host.create, f"{task.id}-{trial}", undo=lambda made: made.close()
+        )
+        try:
+            await _to_the_end(_copy_environment, terminal_task, sandbox)
+            script = terminal_task.setup_script
+            if script is not None:
+                result = await sandbox.run(
+                    script.read_text(encoding="utf-8"), time_limit=terminal_task.setup_timeout_s
+                )
+                if not result.ok:
+                    raise SetupScriptError(
+                        f"setup.sh of task {task.id} failed, so the episode cannot start; "
+                        f"fix the script (its output ends: {result.render()[-1500:]})"
+                    )
+        except BaseException:
+            await sandbox.close()
+            raise
+        return TerminalEpisode(terminal_task, sandbox, self._python)
+
+
+async def _to_the_end(
+    function: Callable[..., T],
+    *args: Any,
+    undo: Callable[[T], Awaitable[None]] | None = None,
+) -> T:
+    """`function(*args)` in a thread. Cancelled meanwhile, it waits for the thread to end
+    (and undoes its result) before re-raising: a sandbox made or files copied behind the
+    caller's back would outlive the episode."""
+    job = asyncio.ensure_future(asyncio.to_thread(function, *args))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            result = await job
+            if undo is not None:
+                await undo(result)
+        raise
+
+
+def _copy_environment(task: TerminalTask, sandbox: Sandbox) -> None:
+    source = task.environment_dir
+    if source.is_dir():
+        shutil.copytree(
+            source,
+            sandbox.workdir,
+            symlinks=True,
+            dirs_exist_ok=True,
+            ignore=lambda folder, names: [SETUP_SCRIPT] if Path(folder) == source else [],
+        )
+    sandbox.workdir.chmod(0o700)  # copytree copied the source folder's mode onto it
+    sandbox.give(sandbox.workdir)
+
+
+def environment(spec: str | None = None) -> TerminalEnvironment:
+    """The `turnbon.environments` entry point `terminal`: `spec` is a tasks directory
+    (or one task folder); None or empty runs the shipped suite."""
+    return TerminalEnvironment(tasks_dir=spec or None)

@@ -1,0 +1,56 @@
+"""Resource limits applied to every sandboxed process (in `preexec_fn`, after the uid drop)."""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Callable
+from dataclasses import dataclass
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-process limits (RLIMIT_*), except `processes`, which Linux counts per user.
+
+    `processes` (RLIMIT_NPROC) is what stops a fork bomb; it only holds for a non-root
+    user, and it counts every process of that user: with a dedicated uid per episode,
+    the episode's own processes (background ones and the verifier included)."""
+
+    processes: int = 256
+    cpu_seconds: int = 900
+    """CPU time of one process; a busy loop left in the background dies here at the latest."""
+    file_bytes: int = 1 * GiB
+    """Largest file a process may write (RLIMIT_FSIZE): a flood to disk stops there."""
+    memory_bytes: int = 8 * GiB
+    """Address space of one process (RLIMIT_AS): generous, so runtimes that reserve
+    virtual memory still start."""
+    open_files: int = 4096
+
+    def preexec(self, *, limit_processes: bool) -> Callable[[], None]:
+        """A `preexec_fn` setting these limits, never above the parent's hard limits.
+
+        Everything is computed here, in the parent: the child (forked from a threaded
+        process) only makes the setrlimit calls."""
+        wanted = [
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_FSIZE, self.file_bytes),
+            (resource.RLIMIT_AS, self.memory_bytes),
+            (resource.RLIMIT_NOFILE, self.open_files),
+            (resource.RLIMIT_CORE, 0),
+        ]
+        if limit_processes:
+            wanted.append((resource.RLIMIT_NPROC, self.processes))
+        settings = [(kind, _capped(kind, value)) for kind, value in wanted]
+
+        def apply() -> None:
+            for kind, value in settings:
+                resource.setrlimit(kind, (value, value))
+
+        return apply
+
+
+def _capped(kind: int, value: int) -> int:
+    _, hard = resource.getrlimit(kind)
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)

@@ -1,0 +1,48 @@
+"""A command's output, kept small: the head and the tail, with a line saying what was cut."""
+
+from __future__ import annotations
+
+
+class CappedOutput:
+    """Keeps the first and last `keep // 2` bytes of what is added, and counts it all.
+
+    Memory stays bounded however much a command prints; the agent sees the beginning
+    (usually the command's own messages) and the end (usually the error)."""
+
+    def __init__(self, keep: int) -> None:
+        self._half = max(keep // 2, 1)
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.seen = 0
+        """Bytes added before `freeze`: what `text` describes."""
+        self.total = 0
+        """Every byte added, after `freeze` too."""
+        self.frozen = False
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self.frozen:
+            return  # the result went out already: background output is only counted
+        self.seen += len(chunk)
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail += chunk
+            if len(self._tail) > self._half:
+                del self._tail[: len(self._tail) - self._half]
+
+    def freeze(self) -> None:
+        self.frozen = True
+
+    def text(self) -> str:
+        head = self._head.decode("utf-8", errors="replace")
+        tail = self._tail.decode("utf-8", errors="replace")
+        cut = self.seen - len(self._head) - len(self._tail)
+        if cut <= 0:
+            return head + tail
+        return (
+            f"{head}\n[... {cut} bytes of output cut: the first {len(self._head)} "
+            f"and the last {len(self._tail)} bytes are shown ...]\n{tail}"
+        )

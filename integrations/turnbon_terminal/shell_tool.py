@@ -1,0 +1,53 @@
+"""The agent's one tool: `shell(command)`, run with `bash -c` in the episode's sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langchain_core.tools.base import ArgsSchema
+from pydantic import BaseModel, Field
+
+from turnbon_terminal.sandbox import Sandbox
+
+
+class ShellArgs(BaseModel):
+    command: str = Field(description="A bash command line, run with `bash -c` in the workdir.")
+
+
+class ShellTool(BaseTool):
+    """Runs one command in the episode's working directory and reports its output.
+
+    The command's own failures (non-zero exit, timeout, flood) are part of the result
+    the agent reads, never exceptions."""
+
+    name: str = "shell"
+    description: str = ""
+    args_schema: ArgsSchema | None = ShellArgs
+    sandbox: Sandbox = Field(exclude=True)
+
+    def __init__(self, sandbox: Sandbox, **kwargs: Any) -> None:
+        timeout = sandbox.settings.command_timeout
+        description = (
+            "Run a shell command with `bash -c` in the task's working directory and return "
+            "its output (stdout and stderr interleaved; long output is cut in the middle) "
+            "and exit code. Each call is a fresh shell: `cd`, variables and functions do "
+            f"not carry over, only files do. No stdin. A command is killed after "
+            f"{timeout:g} s; processes left in the background run until the task ends."
+        )
+        super().__init__(sandbox=sandbox, description=description, **kwargs)
+
+    async def _arun(self, command: str, **_: Any) -> str:
+        result = await self.sandbox.run(command)
+        return result.render()
+
+    def _run(self, command: str, **_: Any) -> str:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._arun(command))
+        # Called synchronously from inside an event loop: run on a loop of its own.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self._arun(command)).result()

@@ -1,0 +1,187 @@
+"""A scripted, oracle-ish stand-in for a model, for `turnbon bench --model stub`.
+
+As a generator it recognises the task from the first user message and proposes, at
+random: the task's reference solution (solve.sh as one `shell` call), an inspection
+(`ls -la`, `cat <file>`, `env | sort`), or a premature "done" that gives up. After the
+solution ran it answers "done". As a selector it picks the candidate that runs the
+solution when one is shown, else the first. So one sample (N=1) gives up before solving
+more often than the best of four (N=4): the benchmark pipeline runs end to end without a
+model and shows a real difference between the settings.
+
+Draws are seeded by the request's content (call ids left out) and a counter of how many
+times that content was seen, so the N identical requests of one turn differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import shlex
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask
+
+if TYPE_CHECKING:
+    from turnbon_graph.testing import CapturedRequest
+    from turnbon_terminal.environment import TerminalEnvironment
+
+DONE = "Done: the task's solution ran."
+GIVE_UP = "I looked around and believe nothing more is needed."
+_BLOCK = re.compile(r'<candidate index="(\d+)"[^>]*>\n(.*?)\n</candidate>', re.DOTALL)
+
+
+class StubPolicy:
+    """Callable responder for `StubServer.script(...)`; see the module docstring."""
+
+    def __init__(
+        self,
+        tasks: Iterable[TerminalTask],
+        *,
+        p_solve: float = 0.4,
+        p_inspect: float = 0.35,
+        seed: int = 0,
+    ) -> None:
+        if not (0 <= p_solve <= 1 and 0 <= p_inspect <= 1 and p_solve + p_inspect <= 1):
+            raise ValueError("p_solve and p_inspect must be probabilities summing to <= 1")
+        self.p_solve = p_solve
+        self.p_inspect = p_inspect
+        self.seed = seed
+        self._tasks: list[tuple[str, TerminalTask, str]] = []
+        for task in tasks:
+            if task.solution_script is not None:
+                solution = task.solution_script.read_text(encoding="utf-8")
+                self._tasks.append((task.instruction_text, task, solution))
+        # Longest instruction first: one that contains another still matches itself.
+        self._tasks.sort(key=lambda item: len(item[0]), reverse=True)
+        self.solutions = {solution for _, _, solution in self._tasks}
+        self._seen: dict[str, int] = {}
+        self._lock = threading.Lock()  # the stub server answers from its own thread
+
+    def __call__(self, request: CapturedRequest) -> dict[str, Any]:
+        from turnbon_graph.testing import is_selector_request
+
+        messages = (request.body or {}).get("messages") or []
+        if is_selector_request(request):
+            return self._select(messages)
+        return self._generate(messages)
+
+    # ------------------------------------------------------------------ generator
+
+    def _generate(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        from turnbon_graph.testing import chat_completion, tool_call
+
+        found = self._task_of(messages)
+        if found is None:
+            return chat_completion("I do not recognise this task.")
+        task, solution = found
+        if solution in _commands_run(messages):
+            return chat_completion(DONE)
+        rng = self._rng(messages)
+        draw = rng.random()
+        if draw < self.p_solve:
+            command = solution
+        elif draw < self.p_solve + self.p_inspect:
+            command = rng.choice(_inspections(task))
+        else:
+            return chat_completion(GIVE_UP)
+        return chat_completion(tool_calls=[tool_call("shell", {"command": command})])
+
+    def _task_of(self, messages: list[dict[str, Any]]) -> tuple[TerminalTask, str] | None:
+        first = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+        for instruction, task, solution in self._tasks:
+            if instruction in first:
+                return task, solution
+        return None
+
+    def _rng(self, messages: list[dict[str, Any]]) -> random.Random:
+        digest = hashlib.sha256(json.dumps(_normalised(messages)).encode()).hexdigest()
+        with self._lock:
+            count = self._seen.get(digest, 0)
+            self._seen[digest] = count + 1
+        return random.Random(f"{self.seed}|{digest}|{count}")
+
+    # ------------------------------------------------------------------ selector
+
+    def _select(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        from turnbon_graph.testing import chat_completion
+
+        shown = _text(messages[-1].get("content")) if messages else ""
+        choice, reason = 0, "no candidate runs the reference solution; taking the first"
+        for index, body in _BLOCK.findall(shown):
+            try:
+                action = json.loads(body)
+            except ValueError:
+                continue
+            calls = action.get("tool_calls") or []
+            if any(c.get("args", {}).get("command") in self.solutions for c in calls):
+                choice, reason = int(index), "it runs the reference solution"
+                break
+        return chat_completion(json.dumps({"reason": reason, "selected_index": choice}))
+
+
+def stub_policy(
+    tasks: Iterable[TerminalTask] | TerminalEnvironment,
+    *,
+    p_solve: float = 0.4,
+    p_inspect: float = 0.35,
+    seed: int = 0,
+) -> Callable[[CapturedRequest], dict[str, Any]]:
+    """A responder for `turnbon_graph.testing.StubServer.script(...)` playing generator
+    and selector on `tasks` (TerminalTasks, or a TerminalEnvironment's)."""
+    from turnbon_terminal.environment import TerminalEnvironment
+
+    items = tasks.terminal_tasks() if isinstance(tasks, TerminalEnvironment) else tasks
+    return StubPolicy(items, p_solve=p_solve, p_inspect=p_inspect, seed=seed)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _calls(message: dict[str, Any]) -> list[tuple[str, str]]:
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        calls.append((str(function.get("name")), str(function.get("arguments"))))
+    return calls
+
+
+def _commands_run(messages: list[dict[str, Any]]) -> set[str]:
+    """Commands of every shell call the assistant made (and so ran) so far."""
+    commands = set()
+    for message in messages:
+        for name, arguments in _calls(message):
+            try:
+                command = json.loads(arguments).get("command")
+            except (ValueError, AttributeError):
+                continue
+            if name == "shell" and isinstance(command, str):
+                commands.add(command)
+    return commands
+
+
+def _normalised(messages: list[dict[str, Any]]) -> list[Any]:
+    return [[m.get("role"), _text(m.get("content")), _calls(m)] for m in messages]
+
+
+def _inspections(task: TerminalTask) -> list[str]:
+    """Harmless looks around: the listing, the environment (a leak would show in the
+    run folder) and a few of the task's files."""
+    commands = ["ls -la", "env | sort"]
+    folder = task.environment_dir
+    if folder.is_dir():
+        files = sorted(
+            p.relative_to(folder)
+            for p in folder.rglob("*")
+            if p.is_file() and p.name != SETUP_SCRIPT and p.stat().st_size < 4096
+        )
+        commands += [f"cat {shlex.quote(str(f))}" for f in files[:3]]
+    return commands

@@ -1,0 +1,225 @@
+"""Task folders in the Terminal-Bench 2 (Harbor) layout, read into `TaskSpec`s.
+
+    <task-id>/
+      instruction.md        what the agent is told
+      task.toml             [agent] timeout_sec, max_turns; [verifier] timeout_sec, env;
+                            [metadata] difficulty, category, tags; [environment]
+                            build_timeout_sec (our setup.sh's limit), docker_image
+      environment/          copied into the working directory; setup.sh, if present, runs
+                            there (as the episode's user) before the agent starts
+      solution/solve.sh     the reference solution, run from the working directory
+      tests/                a pytest verifier (test_*.py), run after the agent
+
+Paths are relative to the working directory, which commands, setup.sh, solve.sh and the
+verifier also find in `TASK_WORKDIR` (Terminal-Bench's `/app`). Real Terminal-Bench 2
+tasks build a Docker image and expect `/app`: they are refused with `DockerRequiredError`
+(or skipped with a warning when `skip_docker=True`).
+"""
+
+from __future__ import annotations
+
+import tomllib
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from turnbon_graph.environment import TaskSpec
+from turnbon_terminal.errors import DockerRequiredError, TaskFormatError
+
+SHIPPED_TASKS = Path(__file__).resolve().parent / "tasks"
+"""The task suite that ships with the package."""
+
+AGENT_NOTE = (
+    "\n\n---\n"
+    "You work in a Linux shell through the `shell` tool: each call runs one command with "
+    "`bash -c` in the task's working directory (also in $TASK_WORKDIR), and returns its "
+    "output and exit code. Nothing persists between calls except files (so `cd` and "
+    "variables do not carry over). There is no network. When the task is done, reply "
+    "with a short summary and no tool call."
+)
+"""Appended to every instruction: what a model needs to know about this environment."""
+
+DOCKER_FILES = (
+    "Dockerfile",
+    "docker-compose.yaml",
+    "docker-compose.yml",
+    "compose.yaml",
+    "compose.yml",
+)
+SETUP_SCRIPT = "setup.sh"
+DEFAULT_SETUP_TIMEOUT_S = 120.0
+DEFAULT_VERIFIER_TIMEOUT_S = 120.0
+
+
+class DockerTaskSkipped(UserWarning):
+    """A task that needs Docker was skipped (`load_tasks(..., skip_docker=True)`)."""
+
+
+@dataclass(frozen=True)
+class TerminalTask:
+    """A task as the runner sees it (`spec`) and the folder it came from."""
+
+    spec: TaskSpec
+    folder: Path
+    setup_timeout_s: float = DEFAULT_SETUP_TIMEOUT_S
+    verifier_env: Mapping[str, str] = field(default_factory=dict)
+    solution_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.folder / "environment"
+
+    @property
+    def setup_script(self) -> Path | None:
+        path = self.environment_dir / SETUP_SCRIPT
+        return path if path.is_file() else None
+
+    @property
+    def solution_script(self) -> Path | None:
+        path = self.folder / "solution" / "solve.sh"
+        return path if path.is_file() else None
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.folder / "tests"
+
+    @property
+    def instruction_text(self) -> str:
+        """instruction.md as written (the spec's instruction adds `AGENT_NOTE`)."""
+        return (self.folder / "instruction.md").read_text(encoding="utf-8").strip()
+
+
+def load_tasks(
+    path: str | Path | None = None, *, skip_docker: bool = False, note: str = AGENT_NOTE
+) -> list[TerminalTask]:
+    """Every task folder in `path` (or `path` itself if it is one), sorted by id.
+
+    `None` loads the shipped suite. A task needing Docker raises `DockerRequiredError`,
+    or with `skip_docker=True` is left out with a `DockerTaskSkipped` warning."""
+    root = Path(path) if path is not None else SHIPPED_TASKS
+    if not root.is_dir():
+        raise TaskFormatError(f"{root} is not a directory: give a task folder or a folder of them")
+    folders = [root] if _is_task(root) else sorted(p for p in root.iterdir() if _is_task(p))
+    if not folders:
+        raise TaskFormatError(
+            f"no task folders in {root}: a task folder holds instruction.md and task.toml"
+        )
+    tasks = []
+    for folder in folders:
+        try:
+            tasks.append(load_task(folder, note=note))
+        except DockerRequiredError as exc:
+            if not skip_docker:
+                raise
+            warnings.warn(f"skipped: {exc}", DockerTaskSkipped, stacklevel=2)
+    return tasks
+
+
+def _is_task(path: Path) -> bool:
+    return (
+        path.is_dir()
+        and not path.name.startswith((".", "_"))
+        and (path / "instruction.md").is_file()
+        and (path / "task.toml").is_file()
+    )
+
+
+def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
+    """One task folder; raises `TaskFormatError` saying what is missing or malformed."""
+    folder = Path(folder).resolve()
+    config = _read_toml(folder / "task.toml")
+    docker = _docker_reason(folder, config)
+    if docker:
+        raise DockerRequiredError(
+            f"task {folder.name} needs Docker ({docker}): this environment runs commands "
+            "in a directory on the host, so it cannot build the task's image, and the "
+            "task's tests expect /app. Run it with Harbor (`harbor run -p <task>`), or "
+            "pass skip_docker=True to skip such tasks with a warning"
+        )
+    instruction = (folder / "instruction.md").read_text(encoding="utf-8").strip()
+    if not instruction:
+        raise TaskFormatError(f"{folder / 'instruction.md'} is empty: write the task there")
+    tests = folder / "tests"
+    if not any(tests.glob("test_*.py")) and not any(tests.glob("*_test.py")):
+        raise TaskFormatError(
+            f"task {folder.name} has no pytest verifier: add tests/test_*.py "
+            "(checking files below $TASK_WORKDIR)"
+        )
+    agent = _table(config, "agent", folder)
+    verifier = _table(config, "verifier", folder)
+    metadata = _table(config, "metadata", folder)
+    environment = _table(config, "environment", folder)
+    solution = _table(config, "solution", folder)
+    spec = TaskSpec(
+        id=folder.name,
+        instruction=instruction + note,
+        agent_timeout_s=_number(agent, "timeout_sec", 600.0, folder),
+        verifier_timeout_s=_number(verifier, "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S, folder),
+        max_turns=int(_number(agent, "max_turns", 50, folder)),
+        difficulty=_text(metadata.get("difficulty")),
+        category=_text(metadata.get("category")),
+        metadata={
+            "tags": list(metadata.get("tags", [])),
+            "folder": str(folder),
+        },
+    )
+    return TerminalTask(
+        spec=spec,
+        folder=folder,
+        setup_timeout_s=_number(environment, "build_timeout_sec", DEFAULT_SETUP_TIMEOUT_S, folder),
+        verifier_env=_env(verifier, folder),
+        solution_env=_env(solution, folder),
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise TaskFormatError(f"{path} is missing: every task needs a task.toml") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskFormatError(f"{path} is not valid TOML ({exc}): fix it") from exc
+
+
+def _docker_reason(folder: Path, config: Mapping[str, Any]) -> str | None:
+    for name in DOCKER_FILES:
+        if (folder / "environment" / name).exists():
+            return f"environment/{name}"
+    environment = config.get("environment")
+    if isinstance(environment, dict) and environment.get("docker_image"):
+        return f"docker_image = {environment['docker_image']!r}"
+    return None
+
+
+def _table(config: Mapping[str, Any], name: str, folder: Path) -> dict[str, Any]:
+    value = config.get(name, {})
+    if not isinstance(value, dict):
+        raise TaskFormatError(f"{folder / 'task.toml'}: [{name}] must be a table")
+    return value
+
+
+def _number(table: Mapping[str, Any], key: str, default: float, folder: Path) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise TaskFormatError(f"{folder / 'task.toml'}: {key} must be a positive number")
+    return float(value)
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+def _env(table: Mapping[str, Any], folder: Path) -> dict[str, str]:
+    """A task's own `env = {...}`: literal values (a `${VAR}` is not expanded, so
+    nothing of the host's environment reaches the task through it)."""
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise TaskFormatError(f"{folder / 'task.toml'}: env must be a table of strings")
+    return {str(k): v for k, v in env.items()}

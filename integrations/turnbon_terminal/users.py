@@ -1,0 +1,155 @@
+"""Dedicated user ids for episodes, and ending every process of one.
+
+Running as root, each episode gets a uid of its own (no passwd entry needed): its
+workdir is private to it (mode 700), RLIMIT_NPROC bounds it alone, and "every process
+of this uid" is exactly the episode's processes, however they detached. A uid is
+leased with an flock on a file in a root-only directory, so concurrent runs, in this
+process or another, never share one; a crashed run's leftovers are cleared when the
+uid is leased again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from turnbon_terminal.envvars import SAFE_PATH
+from turnbon_terminal.errors import SandboxError
+
+UID_BASE = 1_500_000
+"""Far above login users and the usual subordinate-uid ranges (100000-165535)."""
+UID_COUNT = 1000
+SHARED_TMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+"""World-writable places where an episode's files could outlive it and be found by the
+next holder of its uid; cleared at lease and at release (top level only)."""
+
+
+@dataclass
+class UidLease:
+    """One uid (and the gid of the same number), held until `release`."""
+
+    uid: int
+    _fd: int
+
+    @property
+    def gid(self) -> int:
+        return self.uid
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = -1
+
+
+def lease_uid(lock_dir: Path, base: int = UID_BASE, count: int = UID_COUNT) -> UidLease:
+    """The first free uid of the range, its leftovers (processes, files) cleared."""
+    for uid in range(base, base + count):
+        if _has_account(uid):
+            continue
+        fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        kill_user(uid)
+        remove_user_files(uid)
+        return UidLease(uid, fd)
+    raise SandboxError(
+        f"all {count} sandbox uids from {base} are in use (locks in {lock_dir}); "
+        "run fewer episodes at once, or pass a larger uid range"
+    )
+
+
+def _has_account(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+def processes_of(uid: int) -> list[int]:
+    """Live (not zombie) processes whose real, effective or saved uid is `uid`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        state, uids = "", [""]
+        for line in status.splitlines():
+            if line.startswith("State:"):
+                state = line[6:].strip()
+            elif line.startswith("Uid:"):
+                uids = line[4:].split()[:3]
+        if str(uid) in uids and not state.startswith("Z"):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_user(uid: int, *, timeout: float = 5.0) -> bool:
+    """SIGKILLs every process of `uid`; True once none is left (zombies aside).
+
+    The kill is sent by a helper running as `uid` itself: kill(-1, SIGKILL) reaches all
+    of that user's processes in one pass under the kernel's task-list lock, so a fork
+    bomb cannot fork faster than it is killed (killing pid by pid from a /proc scan can
+    lose that race)."""
+    bash = shutil.which("bash", path=SAFE_PATH) or "/bin/bash"
+    deadline = time.monotonic() + timeout
+    while True:
+        if not processes_of(uid):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                [bash, "-c", "kill -KILL -1 2>/dev/null; exit 0"],
+                user=uid,
+                group=uid,
+                extra_groups=[],
+                env={"PATH": SAFE_PATH},
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=timeout,
+                check=False,
+            )
+        time.sleep(0.02)
+
+
+def remove_user_files(uid: int) -> None:
+    """Removes what `uid` left at the top level of /tmp, /var/tmp and /dev/shm."""
+    for place in SHARED_TMP:
+        try:
+            entries = list(os.scandir(place))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Gives `root` and everything below it to uid:gid, never following a symlink."""
+    os.lchown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            os.lchown(os.path.join(dirpath, name), uid, gid)
