@@ -36,16 +36,22 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo",
-        help="solve a small file task turn by turn, showing every candidate and choice",
+        help="solve a small terminal task turn by turn, showing every candidate and choice",
         description=(
-            "Solve a small file task with Turn-BoN, printing each turn's candidates, the "
-            "choice and the tool output. Without --model it runs on a scripted stub model "
-            "on loopback: no API key, no network."
+            "Solve a small shipped terminal task with Turn-BoN, printing each turn's "
+            "candidates, the choice and why, and the command's output, then the verifier's "
+            "verdict and the tokens used. Without --model it runs on the embedded local model "
+            "(SmolLM2-135M, no API key; `make setup-local`); --model stub runs a scripted "
+            "stand-in with no model at all. Exits 0 when the episode ran, pass or fail."
         ),
     )
-    demo.add_argument("--model", help="a LiteLLM model id, e.g. openai/gpt-4o-mini")
+    demo.add_argument(
+        "--model", help="a LiteLLM model id (e.g. openai/gpt-4o-mini), or 'stub'; default: local"
+    )
     demo.add_argument("--selector", help="a LiteLLM model id for the selector (default: --model)")
     demo.add_argument("-n", type=int, default=4, help="candidates per turn (default 4)")
+    demo.add_argument("--task", default="largest-file", help="a shipped task id")
+    demo.add_argument("--max-turns", type=int, default=4, help="turns before stopping (default 4)")
     demo.add_argument("--seed", type=int, default=0)
     _bench_parser(commands)
     _report_parser(commands)
@@ -160,10 +166,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from turnbon_graph.demo import run_demo
 
-            passed = asyncio.run(
-                run_demo(model=args.model, n=args.n, selector=args.selector, seed=args.seed)
+            asyncio.run(
+                run_demo(
+                    model=args.model,
+                    n=args.n,
+                    selector=args.selector,
+                    task=args.task,
+                    max_turns=args.max_turns,
+                    seed=args.seed,
+                )
             )
-            return 0 if passed else 1
+            return 0
         if args.command == "bench":
             return _bench(args, argv)
         if args.command == "report":

