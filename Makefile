@@ -35,7 +35,7 @@ setup-bfcl: $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps $(BFCL_EVAL)
 	$(BIN)/pip install --quiet -e ".[bfcl]"
 
-demo: setup
+demo: setup-local
 	$(BIN)/turnbon demo
 
 lint: setup-test
