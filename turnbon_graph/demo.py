@@ -63,6 +63,7 @@ def _model(
                 # The server enforces the answer's JSON schema by grammar.
                 completion_kwargs={**endpoint, "max_tokens": 200, "temperature": 0.0},
                 response_format=True,
+                max_reason_chars=160,
                 seed=seed,
             )
             options = {

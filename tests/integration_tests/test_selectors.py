@@ -240,3 +240,12 @@ async def test_majority_and_random_selectors_in_a_turn(stub: StubServer) -> None
         picks.append(record.selected_index)
     assert picks[0] == picks[1]
     assert len(generator_requests(stub.requests)) == 4
+
+
+async def test_max_reason_chars_bounds_the_reason_in_the_schema(stub: StubServer) -> None:
+    script_generator(stub, COMMANDS)
+    stub.route(is_selector_request, selector_answer(1))
+    await llm_engine(stub, response_format=True, max_reason_chars=160).run(ASK)
+    (request,) = selector_requests(stub.requests)
+    schema = (request.body or {})["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["reason"]["maxLength"] == 160

@@ -84,11 +84,16 @@ def _valid(n: int, allow_none: bool) -> list[int]:
     return [*range(n), NONE_ACCEPTABLE] if allow_none else list(range(n))
 
 
-def answer_schema(n: int, allow_none: bool = False) -> dict[str, Any]:
+def answer_schema(
+    n: int, allow_none: bool = False, max_reason_chars: int | None = None
+) -> dict[str, Any]:
+    reason: dict[str, Any] = {"type": "string", "description": "One or two sentences on why."}
+    if max_reason_chars is not None:
+        reason["maxLength"] = max_reason_chars
     return {
         "type": "object",
         "properties": {
-            "reason": {"type": "string", "description": "One or two sentences on why."},
+            "reason": reason,
             "selected_index": {"type": "integer", "enum": _valid(n, allow_none)},
         },
         "required": ["reason", "selected_index"],
@@ -155,6 +160,9 @@ class LLMSelector:
     does, None (default) does so where LiteLLM says the model supports it.
     `allow_none`: the model may answer `selected_index: -1` to reject every candidate
     (the turn then resamples once, then falls back).
+    `max_reason_chars`: a `maxLength` on the reason in the `response_format` schema, for
+    small models whose grammar-constrained reason would otherwise run to `max_tokens`
+    (strict OpenAI schemas do not accept `maxLength`: leave it None there).
     """
 
     def __init__(
@@ -168,8 +176,10 @@ class LLMSelector:
         response_format: bool | None = None,
         max_invalid_retries: int = 1,
         allow_none: bool = False,
+        max_reason_chars: int | None = None,
     ) -> None:
         self.completion_kwargs = check_llm_options("LLMSelector", model, completion_kwargs)
+        self.max_reason_chars = max_reason_chars
         self.model = model
         self.client = client or LiteLLMClient()
         self.seed = seed
@@ -198,7 +208,7 @@ class LLMSelector:
             model=self.model,
             setting=self.response_format,
             name="selection",
-            schema=answer_schema(n, self.allow_none),
+            schema=answer_schema(n, self.allow_none, self.max_reason_chars),
         )
         return await ask_json(
             self.client,
