@@ -9,10 +9,12 @@ of a round over the round's wall time), medians over `--repeats` rounds, and the
 between the two set-ups, all measured in one run (shared machines are noisy: compare
 ratios, not seconds).
 
-Then the wall time of one Turn-BoN turn with N=4 on the 4-slot server, with
-`FirstSelector` (generation only) and with the default LLM selector (the same tiny model
-judging the candidates; its fallbacks are counted, since a 135M model often cannot answer
-the selector's schema).
+Then the wall time of one Turn-BoN turn with N=4 on a 4-slot server (a fresh one per
+turn), with `FirstSelector` (generation only), with the default LLM selector (the same
+tiny model judging the candidates; its fallbacks are counted, since a 135M model often
+cannot answer the selector's schema, and its calls have no `max_tokens`, so a turn is cut
+off after `--turn-timeout`), with that selector's calls capped like the generator's, and
+with an `LLMSelector` whose JSON-schema `response_format` llama.cpp enforces by grammar.
 
     python benchmarks/local_throughput.py                 # 64 tokens, 5 repeats
     python benchmarks/local_throughput.py --repeats 9 --threads 1
@@ -32,7 +34,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 from langchain_core.messages import HumanMessage
 
-from turnbon_graph import FirstSelector, TurnEngine, turn_record
+from turnbon_graph import FirstSelector, LLMSelector, Selector, TurnEngine, turn_record
 from turnbon_local import LocalModelServer, default_threads
 
 PROMPT = [{"role": "user", "content": "Explain in a few sentences how a compiler works."}]
@@ -104,35 +106,58 @@ async def decode_benchmark(
     }
 
 
-async def turn_times(
-    selector_name: str, n: int, max_tokens: int, repeats: int, threads: int
-) -> tuple[float, Counter[str]]:
-    outcomes: Counter[str] = Counter()
-    samples: list[float] = []
+async def one_turn(
+    selector_name: str, n: int, max_tokens: int, threads: int, cutoff: float
+) -> tuple[float | None, str]:
+    """One timed turn on a fresh server: a turn cut off after `cutoff` seconds leaves its
+    abandoned requests decoding on llama.cpp (it does not notice a non-streamed client
+    leaving), and they must not slow the next turn down."""
     async with LocalModelServer(parallel=n, threads=threads) as server:
         capped = {**server.completion_kwargs(), "max_tokens": max_tokens}
+        selector: Selector | None = None  # "llm": the default, on the generator's model
+        if selector_name == "first":
+            selector = FirstSelector()
+        elif selector_name == "llm-grammar":  # the schema enforced by llama.cpp's grammar
+            selector = LLMSelector(
+                server.model,
+                completion_kwargs={**capped, "max_tokens": 200, "temperature": 0.0},
+                response_format=True,
+                seed=0,
+            )
         engine = TurnEngine.from_options(
             server.model,
             n=n,
-            selector=FirstSelector() if selector_name == "first" else None,
+            selector=selector,
             completion_kwargs=capped,
             # "llm-capped": the default selector, with a cap on its answer's length too
             selector_kwargs=capped if selector_name == "llm-capped" else None,
             seed=0,
         )
-        await engine.run([HumanMessage("Say hi.")])  # warm-up
-        for _ in range(repeats):
-            started = time.perf_counter()
-            message = await engine.run([HumanMessage(TASK)])
-            samples.append(time.perf_counter() - started)
-            record = turn_record(message)
-            if record is None:
-                outcomes["no record"] += 1
-            elif record.fallback:
-                outcomes[f"{record.selector} (fallback: {record.fallback[:60]})"] += 1
-            else:
-                outcomes[record.selector] += 1
-    return statistics.median(samples), outcomes
+        await one_request(server, 8)  # warm-up
+        started = time.perf_counter()
+        try:
+            message = await asyncio.wait_for(engine.run([HumanMessage(TASK)]), cutoff)
+        except TimeoutError:
+            return None, f"cut off after {cutoff:g} s"
+        seconds = time.perf_counter() - started
+    record = turn_record(message)
+    if record is None:
+        return seconds, "no record"
+    if record.fallback:
+        return seconds, f"{record.selector} (fallback: {record.fallback[:60]})"
+    return seconds, record.selector
+
+
+async def turn_times(
+    selector_name: str, n: int, max_tokens: int, repeats: int, threads: int, cutoff: float
+) -> tuple[list[float], Counter[str]]:
+    outcomes: Counter[str] = Counter()
+    samples: list[float] = []
+    for _ in range(repeats):
+        seconds, outcome = await one_turn(selector_name, n, max_tokens, threads, cutoff)
+        outcomes[outcome] += 1
+        samples.append(cutoff if seconds is None else seconds)
+    return samples, outcomes
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -166,19 +191,21 @@ async def main(args: argparse.Namespace) -> None:
         f"\nOne Turn-BoN turn, N={args.parallel} on {args.parallel} slots, generator "
         f"max_tokens={args.turn_max_tokens}, medians of {args.turn_repeats}:\n"
     )
-    print("| selector | turn wall time (s) | outcomes |")
-    print("|---|---:|---|")
+    print("| selector | turn wall time (s), median | slowest | outcomes |")
+    print("|---|---:|---:|---|")
     labels = {
         "first": "FirstSelector()",
         "llm": "default LLM selector (None)",
         "llm-capped": f"default LLM selector, its calls capped at {args.turn_max_tokens} tokens",
+        "llm-grammar": "LLMSelector(response_format=True, max_tokens=200)",
     }
     for name, label in labels.items():
         seconds, outcomes = await turn_times(
-            name, args.parallel, args.turn_max_tokens, args.turn_repeats, threads
+            name, args.parallel, args.turn_max_tokens, args.turn_repeats, threads, args.turn_timeout
         )
         summary = "; ".join(f"{count}x {what}" for what, count in outcomes.most_common())
-        print(f"| {label} | {seconds:.2f} | {summary} |")
+        median = statistics.median(seconds)  # a turn cut off counts as the timeout
+        print(f"| {label} | {median:.2f} | {max(seconds):.2f} | {summary} |")
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
 
 
@@ -190,4 +217,10 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=None, help="default: all cores")
     parser.add_argument("--turn-max-tokens", type=int, default=64)
     parser.add_argument("--turn-repeats", type=int, default=3)
+    parser.add_argument(
+        "--turn-timeout",
+        type=float,
+        default=120.0,
+        help="cut a turn off after this long (the uncapped selector can ramble on)",
+    )
     asyncio.run(main(parser.parse_args()))
