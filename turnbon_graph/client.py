@@ -143,6 +143,17 @@ class LiteLLMClient:
         return min(delay, self.max_backoff)
 
 
+RESERVED_KEYS = ("model", "messages", "tools", "n")
+"""Call arguments the library sets itself; user-given completion settings may not."""
+
+
+def check_reserved(kwargs: Mapping[str, Any], where: str, setter: str) -> None:
+    """Refuses completion settings that would override what `setter` sets itself."""
+    for reserved in RESERVED_KEYS:
+        if reserved in kwargs:
+            raise ConfigurationError(f"{where} may not set {reserved!r}: {setter} sets it")
+
+
 def _throttler(rate_limit: float | None) -> Throttler | None:
     if rate_limit is None:
         return None

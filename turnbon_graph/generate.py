@@ -25,7 +25,13 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field
 
 from turnbon_graph.candidates import Candidate
-from turnbon_graph.client import LiteLLMClient, describe_error, redact, secret_values
+from turnbon_graph.client import (
+    LiteLLMClient,
+    check_reserved,
+    describe_error,
+    redact,
+    secret_values,
+)
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.prompted_tools import parse_prompted_reply, prompted_request
 from turnbon_graph.records import Usage
@@ -165,7 +171,7 @@ class CandidateGenerator:
         self.slots = [k for k, spec in enumerate(self.specs) for _ in range(spec.n)]
         self.models = list(dict.fromkeys(spec.model for spec in self.specs))
         kwargs = dict(completion_kwargs or {})
-        _check_reserved(kwargs, "completion_kwargs")
+        check_reserved(kwargs, "completion_kwargs", "the turn itself")
         if tool_calling not in ("auto", "native", "prompted"):
             raise ConfigurationError(
                 f"tool_calling must be 'auto', 'native' or 'prompted', got {tool_calling!r}"
@@ -230,7 +236,7 @@ class CandidateGenerator:
         still in flight: use `contextlib.aclosing`.
         """
         extra = extra or {}
-        _check_reserved(extra, "per-call completion settings")
+        check_reserved(extra, "per-call completion settings", "the turn itself")
         requests = [self._request(spec, messages, tools, extra) for spec in self.specs]
         indices = range(start, start + n)
         pending: set[asyncio.Task[list[Candidate]]] = set()
@@ -355,14 +361,12 @@ def _specs(models: ModelPool) -> list[ModelSpec]:
             f"list of ids and ModelSpec(model=..., n=..., completion_kwargs=...); got {models!r}"
         )
     for spec in specs:
-        _check_reserved(spec.completion_kwargs, f"ModelSpec({spec.model!r}).completion_kwargs")
+        check_reserved(
+            spec.completion_kwargs,
+            f"ModelSpec({spec.model!r}).completion_kwargs",
+            "the turn itself",
+        )
     return specs
-
-
-def _check_reserved(kwargs: dict[str, Any], where: str) -> None:
-    for reserved in ("model", "messages", "tools", "n"):
-        if reserved in kwargs:
-            raise ConfigurationError(f"{where} may not set {reserved!r}: the turn sets it itself")
 
 
 @dataclass

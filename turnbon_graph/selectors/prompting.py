@@ -20,7 +20,14 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
 from turnbon_graph.candidates import Candidate, _text
-from turnbon_graph.client import CallResult, LiteLLMClient, describe_error, redact, secret_values
+from turnbon_graph.client import (
+    CallResult,
+    LiteLLMClient,
+    check_reserved,
+    describe_error,
+    redact,
+    secret_values,
+)
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import REASONING_KEYS
 from turnbon_graph.records import Usage
@@ -220,11 +227,7 @@ def check_llm_options(
             f"{kind} needs a LiteLLM model id such as 'openai/gpt-4o', got {model!r}"
         )
     kwargs = dict(completion_kwargs or {})
-    for reserved in ("model", "messages", "n", "tools"):
-        if reserved in kwargs:
-            raise ConfigurationError(
-                f"selector completion_kwargs may not set {reserved!r}: the selector sets it"
-            )
+    check_reserved(kwargs, "selector completion_kwargs", "the selector")
     return kwargs
 
 
