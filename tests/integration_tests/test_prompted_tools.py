@@ -190,7 +190,7 @@ async def test_a_tool_named_final_answer_is_refused(stub: StubServer) -> None:
 )
 async def test_prompted_tool_calls_on_the_embedded_model() -> None:
     """SmolLM2 ignores `tools`; with the schema enforced by llama.cpp's grammar every reply
-    parses into a tool call or an answer."""
+    that finished parses into a tool call or an answer."""
     from turnbon_local import LocalModelServer
 
     async with LocalModelServer(parallel=2) as server:
@@ -199,7 +199,7 @@ async def test_prompted_tool_calls_on_the_embedded_model() -> None:
             n=2,
             tool_calling="prompted",
             selector=FirstSelector(),
-            completion_kwargs={**server.completion_kwargs(), "max_tokens": 64},
+            completion_kwargs={**server.completion_kwargs(), "max_tokens": 128},
         )
         turn = await engine.generate(
             [HumanMessage("List the files in the current directory.")], tools=TOOLS
@@ -207,6 +207,11 @@ async def test_prompted_tool_calls_on_the_embedded_model() -> None:
     assert turn.ok, [c.error for c in turn.candidates]
     for candidate in turn.ok:
         message = candidate.message
-        assert message is not None and message.invalid_tool_calls == []
+        assert message is not None
+        if message.response_metadata["finish_reason"] == "length":
+            # Cut off by max_tokens mid-JSON: recorded as an invalid call, never executed.
+            assert message.tool_calls == [] and message.invalid_tool_calls
+            continue
+        assert message.invalid_tool_calls == []
         assert message.tool_calls or message.content
         assert all(call["name"] in ("shell", "read_file") for call in message.tool_calls)
