@@ -143,17 +143,51 @@ def _n_of(setting: str) -> tuple[int, str]:
     )
 
 
-class PairedComparison(BaseModel):
-    """Setting B minus setting A in mean pass rate, paired by task, with a bootstrap."""
+class BootstrapResult(BaseModel):
+    """The mean of per-task differences, its confidence interval and a two-sided p-value."""
 
-    a: str
-    b: str
     tasks: int
     difference: float
     ci_low: float
     ci_high: float
     p_value: float
-    """Two-sided: twice the smaller share of resampled differences on either side of 0."""
+    """Two-sided: twice the smaller share of resampled means on either side of 0."""
+
+
+def bootstrap_differences(
+    differences: Sequence[float],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> BootstrapResult:
+    """Paired bootstrap over tasks: `differences` holds one value per task (setting B
+    minus setting A, or observed minus expected); tasks are resampled with replacement."""
+    if not differences:
+        raise ValueError("no per-task differences to resample: nothing to pair")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    diffs = list(differences)
+    rng = random.Random(seed)
+    k = len(diffs)
+    samples = sorted(sum(rng.choices(diffs, k=k)) / k for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    below = sum(s <= 0 for s in samples) / resamples
+    above = sum(s >= 0 for s in samples) / resamples
+    return BootstrapResult(
+        tasks=k,
+        difference=sum(diffs) / k,
+        ci_low=samples[int(tail * (resamples - 1))],
+        ci_high=samples[int((1 - tail) * (resamples - 1))],
+        p_value=min(1.0, 2 * min(below, above)),
+    )
+
+
+class PairedComparison(BootstrapResult):
+    """Setting B minus setting A in mean pass rate, paired by task, with a bootstrap."""
+
+    a: str
+    b: str
 
 
 def paired_bootstrap(
@@ -172,21 +206,14 @@ def paired_bootstrap(
     tasks = sorted(rate_a.keys() & rate_b.keys())
     if not tasks:
         raise ValueError("the two settings share no task: nothing to pair")
-    diffs = [rate_b[t] - rate_a[t] for t in tasks]
-    observed = sum(diffs) / len(diffs)
-    rng = random.Random(seed)
-    samples = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    low = samples[int(tail * (resamples - 1))]
-    high = samples[int((1 - tail) * (resamples - 1))]
-    below = sum(s <= 0 for s in samples) / resamples
-    above = sum(s >= 0 for s in samples) / resamples
+    result = bootstrap_differences(
+        [rate_b[t] - rate_a[t] for t in tasks],
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )
     return PairedComparison(
         a=a_list[0].setting if a_list else "",
         b=b_list[0].setting if b_list else "",
-        tasks=len(tasks),
-        difference=observed,
-        ci_low=low,
-        ci_high=high,
-        p_value=min(1.0, 2 * min(below, above)),
+        **result.model_dump(),
     )

@@ -1,0 +1,1 @@
+"""Analyses of recorded runs: behaviours, selector preference, the judge, branch rollouts."""
