@@ -53,9 +53,73 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--task", default="largest-file", help="a shipped task id")
     demo.add_argument("--max-turns", type=int, default=4, help="turns before stopping (default 4)")
     demo.add_argument("--seed", type=int, default=0)
+    _run_parser(commands)
     _bench_parser(commands)
     _report_parser(commands)
     return parser
+
+
+RUN_DEFAULTS: dict[str, Any] = {
+    "task": None,
+    "instruction": None,
+    "workdir": None,
+    "env": "terminal",
+    "model": None,
+    "n": 4,
+    "selector": None,
+    "selector_api_base": None,
+    "api_base": None,
+    "temperature": None,
+    "tool_calling": None,
+    "trials": 1,
+    "max_turns": None,
+    "seed": 0,
+}
+"""`turnbon run`'s settings and defaults; a --config file may set any of them."""
+
+
+def _run_parser(commands: Any) -> None:
+    run = commands.add_parser(
+        "run",
+        help="solve a task folder or an inline instruction turn by turn, shown live",
+        description=(
+            "Solve one task with Turn-BoN, printing each turn's candidates, the choice and "
+            "why, and the command's output, then the verifier's verdict. TASK is a task "
+            "folder (Terminal-Bench 2 layout) or a shipped task id; or give --instruction "
+            "(no verifier), optionally starting in a copy of --workdir. Settings come from "
+            "flags, a TOML --config file with the same names (snake_case), then defaults; "
+            "without --model it runs on the embedded local model (`make setup-local`)."
+        ),
+        argument_default=argparse.SUPPRESS,  # unset flags leave --config values alone
+    )
+    run.add_argument("task", nargs="?", metavar="TASK", help="a task folder or shipped task id")
+    run.add_argument("--instruction", metavar="TEXT", help="what to do, instead of a TASK")
+    run.add_argument("--workdir", metavar="DIR", help="with --instruction: start in a copy of DIR")
+    run.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of these settings")
+    run.add_argument("--env", metavar="NAME", help="environment (default: terminal)")
+    run.add_argument(
+        "--model", help="a LiteLLM model id, or 'stub'; default: the embedded local model"
+    )
+    run.add_argument("-n", type=_positive_int, help="candidates per turn (default 4)")
+    run.add_argument(
+        "--selector",
+        metavar="MODEL|first|random|majority",
+        help="a LiteLLM model id for an LLM selector, or a selector that calls no model "
+        "(default: an LLM selector on the generator's model)",
+    )
+    run.add_argument("--selector-api-base", metavar="URL", help="api_base for --selector MODEL")
+    run.add_argument("--api-base", metavar="URL", help="api_base for the generator's calls")
+    run.add_argument("--temperature", type=float, metavar="T", help="generator temperature")
+    run.add_argument(
+        "--tool-calling",
+        choices=("auto", "native", "prompted"),
+        help="native tool calls, tools in the prompt with a JSON answer, or auto (default)",
+    )
+    run.add_argument("--trials", type=_positive_int, metavar="K", help="episodes (default 1)")
+    run.add_argument(
+        "--max-turns", type=_positive_int, metavar="T", help="default: the task's own limit"
+    )
+    run.add_argument("--seed", type=int)
 
 
 def _bench_parser(commands: Any) -> None:
@@ -177,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             return 0
+        if args.command == "run":
+            return _run(args)
         if args.command == "bench":
             return _bench(args, argv)
         if args.command == "report":
@@ -185,6 +251,103 @@ def main(argv: list[str] | None = None) -> int:
         print(f"turnbon {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return 2
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags over the --config file over `RUN_DEFAULTS`; paths in the file are relative
+    to the file."""
+    from turnbon_graph.errors import ConfigurationError
+
+    settings = dict(RUN_DEFAULTS)
+    config: Path | None = getattr(args, "config", None)
+    if config is not None:
+        import tomllib
+
+        try:
+            with config.open("rb") as handle:
+                values = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigurationError(f"no config file at {config}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigurationError(f"{config} is not valid TOML: {exc}") from None
+        unknown = sorted(set(values) - set(RUN_DEFAULTS))
+        if unknown:
+            raise ConfigurationError(
+                f"{config}: unknown setting(s) {', '.join(unknown)}; "
+                f"known: {', '.join(RUN_DEFAULTS)}"
+            )
+        for key in ("task", "workdir"):
+            value = values.get(key)
+            if isinstance(value, str) and (config.parent / value).exists():
+                values[key] = str(config.parent / value)
+        settings.update(values)
+    settings.update({k: v for k, v in vars(args).items() if k in RUN_DEFAULTS})
+    if (settings["task"] is None) == (settings["instruction"] is None):
+        raise ConfigurationError("give either a TASK (folder or shipped id) or --instruction")
+    if settings["workdir"] is not None and settings["instruction"] is None:
+        raise ConfigurationError("--workdir goes with --instruction (a TASK brings its files)")
+    for key in ("n", "trials"):
+        if not isinstance(settings[key], int) or settings[key] < 1:
+            raise ConfigurationError(f"{key} must be a whole number of at least 1")
+    return settings
+
+
+def _run(args: argparse.Namespace) -> int:
+    from turnbon_graph.demo import LiveOptions, run_live
+    from turnbon_graph.errors import ConfigurationError
+
+    settings = run_settings(args)
+    name = settings["env"]
+    if settings["instruction"] is not None:
+        environment = load_environment(name, None)
+        add = getattr(environment, "add_instruction", None)
+        if not callable(add):
+            raise ConfigurationError(f"environment {name!r} cannot take an inline instruction")
+        spec = add(
+            settings["instruction"],
+            workdir=settings["workdir"],
+            max_turns=settings["max_turns"] or 30,
+        )
+    else:
+        task = str(settings["task"])
+        folder = Path(task)
+        environment = load_environment(name, task if folder.is_dir() else None)
+        tasks = {t.id: t for t in environment.tasks()}
+        if folder.is_dir():
+            if len(tasks) != 1:
+                raise ConfigurationError(
+                    f"{folder} holds {len(tasks)} tasks ({', '.join(sorted(tasks))}); "
+                    "give one task folder"
+                )
+            spec = next(iter(tasks.values()))
+        elif task in tasks:
+            spec = tasks[task]
+        else:
+            raise ConfigurationError(
+                f"{task!r} is neither a folder nor a task of {name!r} "
+                f"(shipped: {', '.join(sorted(tasks))})"
+            )
+    options = LiveOptions(
+        model=settings["model"],
+        n=settings["n"],
+        selector=settings["selector"],
+        max_turns=settings["max_turns"],
+        trials=settings["trials"],
+        seed=settings["seed"],
+        api_base=settings["api_base"],
+        selector_api_base=settings["selector_api_base"],
+        temperature=settings["temperature"],
+        tool_calling=settings["tool_calling"],
+    )
+    try:
+        verdicts = asyncio.run(run_live(environment, spec, options))
+    except KeyboardInterrupt:
+        print("\nStopped.", file=sys.stderr)
+        return INTERRUPTED
+    return 0 if all(v is None or v.passed for v in verdicts) else 1
 
 
 # ----------------------------------------------------------------------------- report

@@ -18,7 +18,7 @@ from turnbon_terminal.limits import Limits, MiB
 from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxHost, SandboxSettings
 from turnbon_terminal.shell_tool import ShellTool
 from turnbon_terminal.stub_policy import StubPolicy
-from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, load_tasks
+from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, inline_task, load_tasks
 from turnbon_terminal.verifier import VerifierPython, run_verifier
 
 T = TypeVar("T")
@@ -61,6 +61,11 @@ class TerminalEpisode:
         )
 
     async def verify(self) -> Verdict:
+        if not self.task.has_verifier:
+            return Verdict(
+                passed=False,
+                error=f"task {self.task.id} has no verifier (tests/test_*.py): nothing to check",
+            )
         limit = self.task.spec.verifier_timeout_s
         limit = max(limit - min(VERIFIER_MARGIN_S, limit / 10), 0.5)
         return await run_verifier(self.sandbox, self.task, self._python, limit)
@@ -121,6 +126,15 @@ class TerminalEnvironment:
             raise ConfigurationError(
                 f"no task {task_id!r} here; available: {', '.join(sorted(self._tasks))}"
             ) from None
+
+    def add_instruction(
+        self, instruction: str, *, workdir: str | Path | None = None, max_turns: int = 30
+    ) -> TaskSpec:
+        """Registers a task made from `instruction` (no verifier), starting in a copy of
+        `workdir`, and returns its spec; `start` then runs it like any other task."""
+        task = inline_task(instruction, workdir=workdir, max_turns=max_turns)
+        self._tasks[task.id] = task
+        return task.spec
 
     def terminal_tasks(self) -> list[TerminalTask]:
         return list(self._tasks.values())

@@ -18,6 +18,9 @@ tasks build a Docker image and expect `/app`: they are refused with `DockerRequi
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import tomllib
 import warnings
 from collections.abc import Mapping
@@ -90,6 +93,10 @@ class TerminalTask:
         return self.folder / "tests"
 
     @property
+    def has_verifier(self) -> bool:
+        return _has_tests(self.tests_dir)
+
+    @property
     def instruction_text(self) -> str:
         """instruction.md as written (the spec's instruction adds `AGENT_NOTE`)."""
         return (self.folder / "instruction.md").read_text(encoding="utf-8").strip()
@@ -145,8 +152,7 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
     instruction = (folder / "instruction.md").read_text(encoding="utf-8").strip()
     if not instruction:
         raise TaskFormatError(f"{folder / 'instruction.md'} is empty: write the task there")
-    tests = folder / "tests"
-    if not any(tests.glob("test_*.py")) and not any(tests.glob("*_test.py")):
+    if not _has_tests(folder / "tests"):
         raise TaskFormatError(
             f"task {folder.name} has no pytest verifier: add tests/test_*.py "
             "(checking files below $TASK_WORKDIR)"
@@ -176,6 +182,51 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
         verifier_env=_env(verifier, folder),
         solution_env=_env(solution, folder),
     )
+
+
+def _has_tests(tests: Path) -> bool:
+    return any(tests.glob("test_*.py")) or any(tests.glob("*_test.py"))
+
+
+def inline_task(
+    instruction: str,
+    *,
+    workdir: str | Path | None = None,
+    max_turns: int = 30,
+    timeout_s: float = 600.0,
+    note: str = AGENT_NOTE,
+) -> TerminalTask:
+    """A task made from an instruction given inline (`turnbon run --instruction`): it
+    starts in a copy of `workdir` (an empty directory when None) and has no verifier.
+
+    The task lives in a temporary folder (removed when the process ends) whose
+    `environment` links to `workdir`, so episodes copy the user's files and never
+    change them."""
+    text = instruction.strip()
+    if not text:
+        raise TaskFormatError("the instruction is empty: say what the agent should do")
+    if max_turns < 1 or timeout_s <= 0:
+        raise TaskFormatError("max_turns must be at least 1 and timeout_s positive")
+    source = Path(workdir).resolve() if workdir is not None else None
+    if source is not None and not source.is_dir():
+        raise TaskFormatError(f"{source} is not a directory: --workdir takes a folder to copy")
+    folder = Path(tempfile.mkdtemp(prefix="turnbon-inline-"))
+    atexit.register(shutil.rmtree, folder, True)
+    (folder / "instruction.md").write_text(text + "\n", encoding="utf-8")
+    if source is not None:
+        (folder / "environment").symlink_to(source, target_is_directory=True)
+    spec = TaskSpec(
+        id="inline",
+        instruction=text + note,
+        agent_timeout_s=timeout_s,
+        max_turns=max_turns,
+        metadata={
+            "folder": str(folder),
+            "workdir": str(source) if source else None,
+            "verifier": False,
+        },
+    )
+    return TerminalTask(spec=spec, folder=folder)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -1,0 +1,106 @@
+"""`turnbon run`: a task folder, a shipped id or an inline instruction, shown live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from turnbon_graph.cli import main
+from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, tool_call
+from turnbon_terminal.tasks import SHIPPED_TASKS
+
+
+def test_a_task_folder_runs_every_trial_with_its_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    task = str(SHIPPED_TASKS / "largest-file")
+    options = ["--model", "stub", "-n", "3", "--trials", "2", "--max-turns", "4", "--seed", "1"]
+    code = main(["run", task, *options])
+    out = capsys.readouterr().out
+    assert "Task largest-file" in out and "N=3; at most 4 turns" in out
+    assert "=== Trial 1 of 2 ===" in out and "=== Trial 2 of 2 ===" in out
+    assert out.count("Verdict: ") == 2
+    passed = out.count("Verdict: PASS")
+    assert f"Passed {passed} of 2 trials" in out
+    assert code == (0 if passed == 2 else 1)  # scripts can tell a failed trial
+
+
+def _lister(request: CapturedRequest) -> dict[str, object]:
+    """Lists and overwrites the files, then stops once it has seen the output."""
+    if any(m.get("role") == "tool" for m in request.body["messages"]):
+        return chat_completion("done")
+    return chat_completion(
+        None, [tool_call("shell", {"command": "cat notes.txt && echo changed > notes.txt"})]
+    )
+
+
+def test_an_inline_instruction_starts_in_a_copy_of_the_workdir(
+    stub: StubServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("original words\n")
+    stub.script(_lister)
+    model = ["--model", "openai/m", "--api-base", stub.base_url, "-n", "2", "--selector", "first"]
+    code = main(["run", "--instruction", "Show the notes.", "--workdir", str(project), *model])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Task inline:" in out and "Show the notes." in out
+    assert "  | original words" in out  # the agent saw the copied file
+    assert "Verdict: none (this task has no verifier)" in out
+    assert (project / "notes.txt").read_text() == "original words\n"  # the user's copy is untouched
+    instruction = stub.requests[0].body["messages"][-1]["content"]
+    assert "Show the notes." in instruction
+
+
+def test_a_config_file_sets_what_flags_do_not(
+    stub: StubServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "notes.txt").write_text("from the config's folder\n")
+    config = tmp_path / "run.toml"
+    config.write_text(
+        'instruction = "Show the notes."\nworkdir = "files"\nmodel = "openai/m"\n'
+        f'api_base = "{stub.base_url}"\nn = 2\nselector = "first"\nmax_turns = 3\n'
+    )
+    stub.script(_lister)
+    assert main(["run", "--config", str(config), "-n", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "N=3; at most 3 turns" in out  # the flag won over the file's n = 2
+    assert "selector: first" in out
+    assert "  | from the config's folder" in out  # workdir relative to the file
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run"], "either a TASK"),
+        (["run", "largest-file", "--instruction", "x"], "either a TASK"),
+        (["run", "largest-file", "--workdir", "."], "--workdir goes with --instruction"),
+        (["run", "no-such-task"], "neither a folder nor a task"),
+        (["run", str(SHIPPED_TASKS)], "give one task folder"),
+    ],
+)
+def test_bad_requests_say_what_to_do(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_config_file_with_an_unknown_setting_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text('task = "largest-file"\nmodle = "openai/m"\n')
+    assert main(["run", "--config", str(config)]) == 2
+    assert "unknown setting(s) modle" in capsys.readouterr().err
