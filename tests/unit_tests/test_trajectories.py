@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from turnbon_graph.analysis.trajectories import command_of, exit_code_of, load_trajectories
-from turnbon_graph.records import CandidateRecord, TurnRecord, UsageSplit
+from turnbon_graph.records import CandidateRecord, LatencySplit, TurnRecord, UsageSplit
 from turnbon_graph.runs import EPISODES_FILE, EpisodeResult, turns_path
 
 
@@ -31,7 +31,7 @@ def record(commands: list[str | None], picked: int, **extra: Any) -> dict[str, A
         agreement=0.5,
         candidates=candidates,
         usage=UsageSplit(),
-        latency_s={"generate": 0.0, "select": 0.0},
+        latency_s=LatencySplit(),
         **extra,
     ).to_json()
 
