@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
+import stat
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,7 +15,7 @@ from langchain_core.tools import BaseTool
 
 from turnbon_graph.environment import TaskSpec, Verdict
 from turnbon_graph.errors import ConfigurationError
-from turnbon_terminal.errors import SetupScriptError
+from turnbon_terminal.errors import SandboxError, SetupScriptError
 from turnbon_terminal.limits import Limits, MiB
 from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxHost, SandboxSettings
 from turnbon_terminal.shell_tool import ShellTool
@@ -69,6 +71,26 @@ class TerminalEpisode:
         limit = self.task.spec.verifier_timeout_s
         limit = max(limit - min(VERIFIER_MARGIN_S, limit / 10), 0.5)
         return await run_verifier(self.sandbox, self.task, self._python, limit)
+
+    async def fork(self) -> TerminalEpisode:
+        """A new episode of the same task and verifier, in a sandbox of its own (its own
+        uid when isolating), whose working directory and TMPDIR are copies of this one's:
+        what either does from now on, the other never sees. Close it like any episode.
+
+        Files only: processes this episode left running are not carried over, and named
+        pipes, sockets and device files are left out. Symbolic links that point into this
+        episode's directory are pointed into the fork's (the paths differ)."""
+        if self.sandbox.closed:
+            raise SandboxError("this episode is closed: fork it before closing it")
+        sandbox = await _to_the_end(
+            self.sandbox.host.create, f"{self.task.id}-fork", undo=lambda made: made.close()
+        )
+        try:
+            await _to_the_end(_copy_sandbox, self.sandbox, sandbox)
+        except BaseException:
+            await sandbox.close()
+            raise
+        return TerminalEpisode(self.task, sandbox, self._python)
 
     async def close(self) -> None:
         """Kills every process the episode left and removes its directory."""
@@ -201,6 +223,63 @@ def _copy_environment(task: TerminalTask, sandbox: Sandbox) -> None:
         )
     sandbox.workdir.chmod(0o700)  # copytree copied the source folder's mode onto it
     sandbox.give(sandbox.workdir)
+
+
+def _copy_sandbox(source: Sandbox, target: Sandbox) -> None:
+    """The files of `source`'s working directory and TMPDIR into `target`'s, then
+    handed to `target`'s user (the copies are ours until then)."""
+    for old, new in ((source.workdir, target.workdir), (source.tmpdir, target.tmpdir)):
+        try:
+            shutil.copytree(
+                old, new, symlinks=True, dirs_exist_ok=True, copy_function=_copy_regular
+            )
+        except shutil.Error as exc:
+            problems = "; ".join(str(p[-1]) for p in exc.args[0][:3])
+            raise SandboxError(
+                f"could not copy {old} into a fork ({problems}): an agent that took away "
+                "its own permissions on files cannot be forked without root"
+            ) from exc
+        _retarget_links(new, source.root, target.root, old)
+        new.chmod(0o700)  # copytree copied the source's mode onto it, as at the start
+        target.give(new)
+
+
+def _copy_regular(source: str, target: str) -> None:
+    # Reading a named pipe would block and a device is not the episode's to copy:
+    # only regular files (symlinks and directories copytree makes itself).
+    if stat.S_ISREG(os.lstat(source).st_mode):
+        shutil.copy2(source, target)
+
+
+def _retarget_links(tree: Path, old_root: Path, new_root: Path, old_tree: Path) -> None:
+    """Symlinks that lead into the old episode's directory lead into the new one's, so a
+    fork never reads or writes the episode it was copied from (a relative link that
+    stays inside already does; an absolute one, or one that climbs out and back by the
+    old directory's name, is rewritten)."""
+    for folder, dirs, files in os.walk(tree):
+        for name in [*dirs, *files]:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                continue
+            target = os.readlink(path)
+            old_place = os.path.join(old_tree, os.path.relpath(folder, tree))
+            meant = _inside(os.path.normpath(os.path.join(old_place, target)), old_root)
+            if meant is None:
+                continue  # leads outside the episode (/usr/bin/python3): unchanged
+            wanted = os.path.join(new_root, meant) if meant else str(new_root)
+            if os.path.normpath(os.path.join(folder, target)) != os.path.normpath(wanted):
+                os.unlink(path)
+                os.symlink(wanted, path)
+
+
+def _inside(path: str, root: Path) -> str | None:
+    """`path` relative to `root` ("" for root itself), or None when it is outside."""
+    prefix = str(root)
+    if path == prefix:
+        return ""
+    if path.startswith(prefix + os.sep):
+        return path[len(prefix) + 1 :]
+    return None
 
 
 def environment(spec: str | None = None) -> TerminalEnvironment:
