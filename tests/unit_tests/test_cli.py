@@ -23,6 +23,7 @@ from turnbon_graph.cli import (
     main,
     make_selector,
     resume_command,
+    rollout_budget,
 )
 from turnbon_graph.environment import Environment
 from turnbon_graph.errors import ConfigurationError
@@ -161,7 +162,11 @@ def _modules_after(code: str) -> str:
 
 
 def test_help_and_report_import_neither_litellm_nor_langgraph(tmp_path: Path) -> None:
-    for command in (["--help"], ["bench", "--help"], ["report", "--help"]):
+    helps = (
+        ["--help"],
+        *([c, "--help"] for c in ("bench", "report", "judge", "analyze", "rollouts")),
+    )
+    for command in helps:
         code = (
             f"from turnbon_graph.cli import main\ntry: main({command!r})\nexcept SystemExit: pass"
         )
@@ -222,3 +227,65 @@ def test_options_that_would_be_ignored_are_refused(
 ) -> None:
     assert main(["bench", "--env", "e", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_rollout_flags_build_the_budget() -> None:
+    def budget(*extra: str) -> Any:
+        return rollout_budget(
+            _parser().parse_args(["rollouts", "--env", "e", "--model", "m", *extra])
+        )
+
+    plain = budget()
+    assert plain.turns is None and plain.sample_turns is None and plain.rollouts == 1
+    assert plain.max_rollouts is None and plain.max_tokens is None and plain.seed == 0
+    chosen = budget(
+        "--turns", "3", "1", "3", "--rollouts", "2", "--max-rollouts", "40", "--seed", "5"
+    )
+    assert chosen.turns == [1, 3] and chosen.rollouts == 2 and chosen.max_rollouts == 40
+    assert chosen.seed == 5
+    sampled = budget("--sample-turns", "2", "--horizon", "6", "--max-tokens", "90000")
+    assert (sampled.sample_turns, sampled.horizon, sampled.max_tokens) == (2, 6, 90000)
+    with pytest.raises(ConfigurationError, match="--horizon goes with --sample-turns"):
+        budget("--horizon", "6")
+
+
+@pytest.mark.parametrize(
+    "bad", [["--turns", "1", "--sample-turns", "2"], ["--rollouts", "0"], ["--turns", "x"]]
+)
+def test_rollouts_refuses_bad_flags_while_parsing(
+    bad: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        _parser().parse_args(["rollouts", "--env", "e", "--model", "m", *bad])
+    assert raised.value.code == 2
+    assert "turnbon rollouts: error: argument" in capsys.readouterr().err
+
+
+def test_judge_and_analyze_arguments_parse() -> None:
+    command = (
+        "judge runs/x --model openai/j --rubrics a.yaml b.yaml --settings N=1 N=4 "
+        "--api-base http://h/v1 --concurrency 3 --retry-unknown"
+    )
+    judge = _parser().parse_args(command.split())
+    assert judge.run == Path("runs/x") and judge.model == "openai/j"
+    assert judge.rubrics == [Path("a.yaml"), Path("b.yaml")] and judge.settings == ["N=1", "N=4"]
+    assert judge.api_base == "http://h/v1" and judge.concurrency == 3 and judge.retry_unknown
+    defaults = _parser().parse_args(["judge", "r", "--model", "m"])
+    assert defaults.rubrics is None and defaults.settings is None and defaults.concurrency == 8
+    assert defaults.baseline == "N=1" and not defaults.retry_unknown
+    analyze = _parser().parse_args(["analyze", "r"])
+    assert (analyze.baseline, analyze.resamples, analyze.seed, analyze.out) == (
+        "N=1",
+        10_000,
+        0,
+        None,
+    )
+
+
+def test_judge_refuses_the_stub_model_and_names_what_to_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["judge", str(tmp_path), "--model", "stub"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("turnbon judge: error: --model stub cannot judge")
+    assert "--api-base" in err and "LiteLLM model id" in err
