@@ -15,9 +15,10 @@ Three steps, each through the library's public API:
    strict answers, verdict file, flagged shares); its verdicts are rules, not a model's
    reading. (The embedded SmolLM2-135M was tried as the judge: every answer was an
    invalid "yes" without turn numbers, so every verdict was unknown.)
-3. `branch_rollouts`: turn 1 of every task, R=2 rollouts per candidate, under three
-   selectors (the stub's LLM-style selector, first, random), continued by the stub
-   policy with N=1.
+3. `branch_rollouts`: turn 1 of every task, R=2 rollouts per candidate, under four
+   selectors (the stub's LLM-style selector, first, random, and a `ScoringSelector`
+   whose reward is a heuristic over the behaviour tags, `tag_reward`, so that rho_v has
+   scores to correlate), continued by the stub policy with N=1.
 
 The folder is rewritten from scratch. Draws are seeded, but the stub policy's draws
 also depend on the order in which concurrent requests arrive, so a rerun differs in
@@ -38,6 +39,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from langchain_core.messages import AIMessage, BaseMessage
+
     from turnbon_graph.testing import CapturedRequest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -95,6 +100,18 @@ def rule_judge(request: CapturedRequest) -> dict[str, Any]:
     return answer(False, "the rules find nothing of this kind", [])
 
 
+def tag_reward(messages: Sequence[BaseMessage], candidate: AIMessage) -> float:
+    """A heuristic reward model: editing beats testing beats reading beats stopping."""
+    from turnbon_graph.analysis.behaviours import tag_command
+    from turnbon_graph.analysis.trajectories import command_of
+
+    command = command_of(candidate.tool_calls)
+    if command is None:
+        return 0.0
+    tags = tag_command(command)
+    return 3.0 if "edits_file" in tags else 2.0 if "runs_test" in tags else 1.0
+
+
 async def record(out: Path, task_count: int) -> None:
     from turnbon_graph.analysis.judge import flagged_shares, judge_run, load_rubrics
     from turnbon_graph.analysis.rollouts import (
@@ -105,7 +122,7 @@ async def record(out: Path, task_count: int) -> None:
         write_report,
     )
     from turnbon_graph.runner import BenchConfig, run_benchmark
-    from turnbon_graph.selectors import FirstSelector, RandomSelector
+    from turnbon_graph.selectors import FirstSelector, RandomSelector, ScoringSelector
     from turnbon_graph.testing import StubServer
     from turnbon_graph.turn import TurnEngine
     from turnbon_terminal import TerminalEnvironment
@@ -125,10 +142,11 @@ async def record(out: Path, task_count: int) -> None:
         )
         await run_benchmark(environment, config, out, tasks=ids)
 
-        print("2/3 branch rollouts: turn 1, R=2, three selectors", flush=True)
+        print("2/3 branch rollouts: turn 1, R=2, four selectors", flush=True)
         spend = Spend()
         budget = RolloutBudget(turns=[1], rollouts=2, seed=0)
-        for selector in (None, FirstSelector(), RandomSelector(0)):
+        scoring = ScoringSelector(reward=tag_reward)
+        for selector in (None, FirstSelector(), RandomSelector(0), scoring):
             engine = TurnEngine.from_options(
                 "openai/stub", n=4, selector=selector, completion_kwargs=connection, seed=0
             )
