@@ -28,3 +28,12 @@ def test_using_the_library_does_not_import_litellm_until_a_call() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_terminal_verifier_needs_no_extra() -> None:
+    # `make demo` installs only the `local` extra, and the demo's verdict comes from the
+    # task's pytest tests: pytest must come with the package itself.
+    from importlib.metadata import requires
+
+    core = [r for r in requires("turnbon-graph") or [] if "extra ==" not in r]
+    assert any(r.startswith("pytest") for r in core), core
