@@ -198,18 +198,7 @@ def _report_parser(commands: Any) -> None:
             "solve, paired bootstrap against the baseline, per-task results) and PNG plots."
         ),
     )
-    report.add_argument("run", type=Path, metavar="RUN", help="the run folder")
-    report.add_argument("--out", type=Path, metavar="DIR", help="default: RUN/report")
-    report.add_argument(
-        "--baseline", default="N=1", metavar="SETTING", help="compare against it (default N=1)"
-    )
-    report.add_argument(
-        "--resamples",
-        type=_positive_int,
-        default=10_000,
-        metavar="K",
-        help="bootstrap resamples (default 10000)",
-    )
+    _run_folder_arguments(report, "RUN/report")
 
 
 def _judge_parser(commands: Any) -> None:
@@ -291,18 +280,7 @@ def _analyze_parser(commands: Any) -> None:
             "rollouts' measures when `turnbon rollouts` wrote RUN/rollouts.jsonl."
         ),
     )
-    analyze.add_argument("run", type=Path, metavar="RUN", help="the run folder")
-    analyze.add_argument("--out", type=Path, metavar="DIR", help="default: RUN/analysis")
-    analyze.add_argument(
-        "--baseline", default="N=1", metavar="SETTING", help="compare against it (default N=1)"
-    )
-    analyze.add_argument(
-        "--resamples",
-        type=_positive_int,
-        default=10_000,
-        metavar="K",
-        help="bootstrap resamples (default 10000)",
-    )
+    _run_folder_arguments(analyze, "RUN/analysis")
     analyze.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
 
 
@@ -427,6 +405,22 @@ def _rollouts_parser(commands: Any) -> None:
     rollouts.add_argument("--timeout", type=float, metavar="S", help="per model call, in seconds")
     rollouts.add_argument(
         "--seed", type=int, metavar="S", help="which turns --sample-turns draws, selector shuffles"
+    )
+
+
+def _run_folder_arguments(parser: argparse.ArgumentParser, out: str) -> None:
+    """RUN, --out, --baseline and --resamples: what reading a run folder's results takes."""
+    parser.add_argument("run", type=Path, metavar="RUN", help="the run folder")
+    parser.add_argument("--out", type=Path, metavar="DIR", help=f"default: {out}")
+    parser.add_argument(
+        "--baseline", default="N=1", metavar="SETTING", help="compare against it (default N=1)"
+    )
+    parser.add_argument(
+        "--resamples",
+        type=_positive_int,
+        default=10_000,
+        metavar="K",
+        help="bootstrap resamples (default 10000)",
     )
 
 

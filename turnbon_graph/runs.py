@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +25,8 @@ from turnbon_graph.records import UsageSplit
 SETTINGS_FILE = "run.json"
 EPISODES_FILE = "episodes.jsonl"
 TURNS_DIR = "turns"
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class RunSettings(BaseModel):
@@ -68,18 +71,23 @@ def setting_label(n: int) -> str:
     return f"N={n}"
 
 
-def read_episodes(run: Path) -> list[EpisodeResult]:
-    """Every finished episode of a run (a torn last line, from a kill, is skipped)."""
-    path = run / EPISODES_FILE
+def read_lines(path: Path, model: type[M]) -> list[M]:
+    """Every line of the JSON-lines file `path` as a `model`; none when it does not exist.
+    A line that does not parse (the torn last line of a killed writer) is skipped."""
     if not path.exists():
         return []
-    results = []
+    items = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            results.append(EpisodeResult.model_validate_json(line))
+            items.append(model.model_validate_json(line))
         except ValueError:
             continue
-    return results
+    return items
+
+
+def read_episodes(run: Path) -> list[EpisodeResult]:
+    """Every finished episode of a run (a torn last line, from a kill, is skipped)."""
+    return read_lines(run / EPISODES_FILE, EpisodeResult)
 
 
 def turns_path(run: Path, setting: str, task: str, trial: int) -> Path:

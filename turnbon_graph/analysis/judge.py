@@ -50,6 +50,7 @@ from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.metrics import bootstrap_differences
 from turnbon_graph.records import Usage
+from turnbon_graph.runs import read_lines
 from turnbon_graph.selectors.prompting import (
     answer_text,
     as_json,
@@ -506,17 +507,8 @@ def _verdicts_path(run: str | Path, path: str | Path | None) -> Path:
 def read_verdicts(run: str | Path, *, path: str | Path | None = None) -> list[JudgeVerdict]:
     """The verdicts of a run folder (`RUN/judge.jsonl`, or `path`), the last one per
     (setting, task, trial, rubric); a torn last line from a kill is skipped."""
-    file = _verdicts_path(run, path)
-    if not file.exists():
-        return []
-    verdicts: dict[tuple[str, str, int, str], JudgeVerdict] = {}
-    for line in file.read_text(encoding="utf-8").splitlines():
-        try:
-            verdict = JudgeVerdict.model_validate_json(line)
-        except ValueError:
-            continue
-        verdicts[verdict.key] = verdict
-    return list(verdicts.values())
+    lines = read_lines(_verdicts_path(run, path), JudgeVerdict)
+    return list({verdict.key: verdict for verdict in lines}.values())
 
 
 async def judge_run(

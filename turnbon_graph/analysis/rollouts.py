@@ -426,16 +426,9 @@ def write_report(run: str | Path, report: RolloutReport) -> Path:
 
 def read_reports(run: str | Path) -> list[RolloutReport]:
     """Every report in RUN/rollouts.jsonl (a torn last line, from a kill, is skipped)."""
-    path = Path(run) / ROLLOUTS_FILE
-    if not path.exists():
-        return []
-    reports = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            reports.append(RolloutReport.model_validate_json(line))
-        except ValueError:
-            continue
-    return reports
+    from turnbon_graph.runs import read_lines
+
+    return read_lines(Path(run) / ROLLOUTS_FILE, RolloutReport)
 
 
 # ---------------------------------------------------------------------------- cost
