@@ -681,12 +681,10 @@ def _judge(args: argparse.Namespace) -> int:
 
 
 def _without_secrets(text: str) -> str:
-    """`text` with the values of the environment's keys and tokens (OPENAI_API_KEY, ...)
-    masked: a provider's error message may quote the key it was sent."""
-    for name, value in os.environ.items():
-        if len(value) >= 8 and re.search(r"KEY|TOKEN|SECRET|PASSWORD", name.upper()):
-            text = text.replace(value, "[REDACTED]")
-    return text
+    """`text` with the environment's keys and tokens (OPENAI_API_KEY, ...) masked."""
+    from turnbon_graph.client import redact, secret_values
+
+    return redact(text, secret_values({}))
 
 
 def _require_episodes(run: Path) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import os
 import random
+import re
 import time
 import weakref
 from collections.abc import Iterable, Mapping
@@ -23,6 +25,7 @@ from turnbon_graph.records import Usage
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 # Keys whose values are secrets: they reach the provider but never a record or an error text.
+_SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD")
 _SECRET_KEYS = frozenset(
     {"api_key", "azure_ad_token", "aws_secret_access_key", "aws_session_token"}
 )
@@ -224,12 +227,19 @@ def usage_of(response: Any) -> Usage:
 
 
 def secret_values(kwargs: Mapping[str, Any]) -> list[str]:
-    """Every value in the call's arguments that must never be written down."""
+    """Every value that must never be written down: the call's keys and header values,
+    and the environment's keys and tokens (LiteLLM reads OPENAI_API_KEY & co. there, and a
+    provider's error may quote the key it was sent)."""
     secrets = [str(v) for k, v in kwargs.items() if k in _SECRET_KEYS and v]
     for key in ("extra_headers", "headers"):
         headers = kwargs.get(key)
         if isinstance(headers, Mapping):
             secrets.extend(str(v) for v in headers.values() if v)
+    secrets.extend(
+        value
+        for name, value in os.environ.items()
+        if len(value) >= 8 and _SECRET_ENV_NAME.search(name.upper())
+    )
     return [s for s in secrets if len(s) >= 4]
 
 

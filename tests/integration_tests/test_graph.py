@@ -246,6 +246,27 @@ async def test_failed_calls_never_leak_the_key_into_errors(stub: StubServer) -> 
     assert "REDACTED" in str(caught.value)
 
 
+async def test_a_key_from_the_environment_is_redacted_from_failed_candidates(
+    stub: StubServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # LiteLLM reads the key from the environment: it is in no kwargs, yet an error that
+    # quotes it must not reach the record or the raised error.
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    stub.script(error(401, f"Incorrect API key provided: {SECRET}"), chat_completion("ok"))
+    trace = tmp_path / "trace.jsonl"
+    graph = create_turnbon_graph(
+        "openai/stub",
+        n=2,
+        selector=FirstSelector(),
+        trace=trace,
+        completion_kwargs={"api_base": stub.base_url},
+    ).compile()
+    await graph.ainvoke({"messages": [HumanMessage("go")]})
+    record = trace.read_text()
+    assert "Incorrect API key provided: [REDACTED]" in record
+    assert SECRET not in record
+
+
 def test_bad_options_fail_at_construction_with_advice() -> None:
     with pytest.raises(ConfigurationError, match="n must be"):
         create_turnbon_graph("openai/stub", n=0)
