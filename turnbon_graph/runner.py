@@ -28,6 +28,7 @@ from turnbon_graph.runs import (
     SETTINGS_FILE,
     EpisodeResult,
     RunSettings,
+    append_line,
     read_episodes,
     setting_label,
     turns_path,
@@ -94,8 +95,7 @@ async def run_benchmark(
         async with limit:
             result = await run_episode(environment, engines[n], task, trial, n, run_dir)
         async with lock:
-            with (run_dir / EPISODES_FILE).open("a", encoding="utf-8") as handle:
-                handle.write(result.model_dump_json() + "\n")
+            append_line(run_dir / EPISODES_FILE, result.model_dump_json())
             bar.update(result)
 
     try:
@@ -225,8 +225,7 @@ def _tool_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
 
 
 def _append(log: Path, line: dict[str, Any]) -> None:
-    with log.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+    append_line(log, json.dumps(line, ensure_ascii=False))
 
 
 def _record(message: BaseMessage) -> dict[str, Any] | None:

@@ -71,6 +71,19 @@ def setting_label(n: int) -> str:
     return f"N={n}"
 
 
+def append_line(path: Path, line: str) -> None:
+    """Appends one JSON line to `path` (open, write, close: a line on disk survives a
+    kill). A last line torn by an earlier kill is ended first, so the new line is not
+    glued onto it and lost with it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+b") as handle:
+        if handle.tell() > 0:
+            handle.seek(-1, 2)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")
+        handle.write(line.encode("utf-8") + b"\n")
+
+
 def read_lines(path: Path, model: type[M]) -> list[M]:
     """Every line of the JSON-lines file `path` as a `model`; none when it does not exist.
     A line that does not parse (the torn last line of a killed writer) is skipped."""

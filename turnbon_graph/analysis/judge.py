@@ -50,7 +50,7 @@ from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.metrics import bootstrap_differences
 from turnbon_graph.records import Usage
-from turnbon_graph.runs import read_lines
+from turnbon_graph.runs import append_line, read_lines
 from turnbon_graph.selectors.prompting import (
     answer_text,
     as_json,
@@ -605,8 +605,6 @@ async def _judge_all(
 ) -> None:
     from tqdm.auto import tqdm
 
-    file.parent.mkdir(parents=True, exist_ok=True)
-    _end_torn_line(file)
     # Render each trajectory once; all its rubrics share the text.
     rendered: dict[tuple[str, str, int], str] = {}
     for trajectory, _ in todo:
@@ -632,9 +630,7 @@ async def _judge_all(
                 max_invalid_retries,
             )
         async with lock:
-            # Open, append, close: a line on disk is a verdict that survives a kill.
-            with file.open("a", encoding="utf-8") as handle:
-                handle.write(verdict.model_dump_json() + "\n")
+            append_line(file, verdict.model_dump_json())
             counts[verdict.answer] = counts.get(verdict.answer, 0) + 1
             bar.set_postfix(flagged=counts["yes"], unknown=counts["unknown"], refresh=False)
             bar.update(1)
@@ -643,18 +639,6 @@ async def _judge_all(
         await gather_all([one(t, r) for t, r in todo])
     finally:
         bar.close()
-
-
-def _end_torn_line(file: Path) -> None:
-    """Ends a line torn by a kill, so the next verdict appended is not glued onto it."""
-    if not file.exists() or file.stat().st_size == 0:
-        return
-    with file.open("rb") as handle:
-        handle.seek(-1, 2)
-        torn = handle.read(1) != b"\n"
-    if torn:
-        with file.open("a", encoding="utf-8") as handle:
-            handle.write("\n")
 
 
 # --------------------------------------------------------------------------- shares

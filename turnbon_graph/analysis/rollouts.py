@@ -417,10 +417,10 @@ def summarise(turns: Iterable[BranchTurn]) -> RolloutSummary:
 
 def write_report(run: str | Path, report: RolloutReport) -> Path:
     """Appends the report to RUN/rollouts.jsonl; returns the file's path."""
+    from turnbon_graph.runs import append_line
+
     path = Path(run) / ROLLOUTS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(report.model_dump_json() + "\n")
+    append_line(path, report.model_dump_json())
     return path
 
 
