@@ -1,8 +1,9 @@
 """Calling LiteLLM robustly: concurrency cap, rate limit, timeout, retries with backoff.
 
-The generator and the LLM selector share one client per graph, so `max_concurrency`
-and `rate_limit` bound every call the turn makes. LiteLLM is imported on first call,
-never at import time (it costs seconds).
+The generator and the selector share one client per graph (a selector instance is
+bound to it unless given a client of its own), so `max_concurrency` and `rate_limit`
+bound every call the turn makes. LiteLLM is imported on first call, never at import
+time (it costs seconds).
 """
 
 from __future__ import annotations

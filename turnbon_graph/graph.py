@@ -57,7 +57,8 @@ def create_turnbon_graph(
         completion_kwargs: forwarded to every generator call (temperature, api_base, ...).
         selector_kwargs: forwarded to selector calls when `selector` is a model id.
         prompt: system prompt used when the messages carry none.
-        max_concurrency: cap on LiteLLM calls in flight (generator and selector).
+        max_concurrency: cap on LiteLLM calls in flight (generator and selector; a
+            selector instance given a `client` of its own keeps that client's limits).
         rate_limit: requests per second across those calls.
         timeout: seconds per call; max_retries: retries of retryable failures.
         native_n: ask for all N in one call with `n=N` where the provider supports it.

@@ -49,6 +49,7 @@ from turnbon_graph.records import (
 from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
 from turnbon_graph.selectors.base import Selection, Selector
 from turnbon_graph.selectors.llm import LLMSelector
+from turnbon_graph.selectors.prompting import bind_selector
 
 EventSink = Callable[[dict[str, Any]], None]
 """Receives progress events: candidate_arrived, candidate_failed, selection_made."""
@@ -231,7 +232,8 @@ class TurnEngine:
         ignore_args: Sequence[str] = (),
     ) -> TurnEngine:
         """Resolves the public keyword options shared by the graph factories and ChatTurnBoN
-        (documented on `create_turnbon_graph`)."""
+        (documented on `create_turnbon_graph`). One client serves the generator and the
+        selector: a `Selector` instance is bound to it when it has `bind_client`."""
         client = LiteLLMClient(
             max_concurrency=max_concurrency,
             rate_limit=rate_limit,
@@ -266,6 +268,9 @@ class TurnEngine:
                     "Selector instance through its own constructor"
                 )
             resolved = selector
+            # A selector instance that calls models shares the engine's client (and so
+            # its limits), unless it was given a client of its own.
+            bind_selector(resolved, client)
         return cls(
             generator=generator,
             selector=resolved,

@@ -33,6 +33,9 @@ class EnsembleSelector:
     rejections outnumber the votes of every single candidate. Calls that fail or answer
     unusably twice do not vote; if none votes it falls back to majority/first. The votes
     go to `answer` as JSON; usage sums every call.
+
+    `client`: the judges made here from model ids call through it. A graph binds every
+    judge that has no client of its own to the graph's client (`bind_client`).
     """
 
     def __init__(
@@ -51,7 +54,7 @@ class EnsembleSelector:
         listed = [judges] if isinstance(judges, str | LLMSelector) else list(judges)
         if not listed:
             raise ConfigurationError("EnsembleSelector needs at least one judge (a model id)")
-        client = client or LiteLLMClient()  # one client: the judges share its limits
+        # One given client: the judges made here share its limits.
         self.judges = [
             as_llm_selector(
                 judge,
@@ -65,6 +68,11 @@ class EnsembleSelector:
         ]
         self.k = k
         self.seed = seed
+
+    def bind_client(self, client: LiteLLMClient) -> None:
+        """Binds every judge to `client`, unless it was given a client of its own."""
+        for judge in self.judges:
+            judge.bind_client(client)
 
     @property
     def name(self) -> str:

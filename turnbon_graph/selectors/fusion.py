@@ -21,6 +21,7 @@ from turnbon_graph.selectors.base import Selection
 from turnbon_graph.selectors.prompting import (
     DATA_NOT_INSTRUCTIONS,
     SELECTOR_ROLE,
+    ClientBound,
     ask_json,
     candidates_section,
     check_llm_options,
@@ -80,7 +81,7 @@ def fusion_request(
     ]
 
 
-class FusionSelector:
+class FusionSelector(ClientBound):
     """One LLM call shown all candidates (shuffled, seeded) writes the action to execute.
 
     The answer is `{"reason", "content", "tool_calls": [{"name", "args"}]}`, checked
@@ -92,6 +93,8 @@ class FusionSelector:
 
     Note: a written action carries no private reasoning; providers that require the
     reasoning of a tool-calling turn to be replayed (extended thinking) may reject it.
+
+    `client`: as for `LLMSelector` (without one, a graph binds it to the graph's client).
     """
 
     def __init__(
@@ -107,7 +110,7 @@ class FusionSelector:
     ) -> None:
         self.completion_kwargs = check_llm_options("FusionSelector", model, completion_kwargs)
         self.model = model
-        self.client = client or LiteLLMClient()
+        self._use_client(client)
         self.seed = seed
         self.response_format = response_format
         self.max_invalid_retries = max_invalid_retries

@@ -23,6 +23,7 @@ from turnbon_graph.selectors.prompting import (
     DATA_NOT_INSTRUCTIONS,
     SELECTOR_ROLE,
     Asked,
+    ClientBound,
     answer_text,
     ask_json,
     candidates_section,
@@ -148,7 +149,7 @@ def parse_answer(
     return answer.selected_index, raw, None
 
 
-class LLMSelector:
+class LLMSelector(ClientBound):
     """Asks an LLM to pick the best candidate, as in the paper (Figure 6).
 
     On an unusable answer (not JSON, no `selected_index`, out of range, a refusal) it
@@ -163,6 +164,8 @@ class LLMSelector:
     `max_reason_chars`: a `maxLength` on the reason in the `response_format` schema, for
     small models whose grammar-constrained reason would otherwise run to `max_tokens`
     (strict OpenAI schemas do not accept `maxLength`: leave it None there).
+    `client`: the `LiteLLMClient` its calls go through. Without one, a graph binds it
+    to the graph's client (`bind_client`), so `max_concurrency` and `rate_limit` bound it.
     """
 
     def __init__(
@@ -181,7 +184,7 @@ class LLMSelector:
         self.completion_kwargs = check_llm_options("LLMSelector", model, completion_kwargs)
         self.max_reason_chars = max_reason_chars
         self.model = model
-        self.client = client or LiteLLMClient()
+        self._use_client(client)
         self.seed = seed
         self.shuffle = shuffle
         self.response_format = response_format

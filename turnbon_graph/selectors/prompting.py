@@ -1,5 +1,5 @@
-"""What every LLM-based selector shares: agent data rendered safely into a prompt, and a
-JSON answer asked for with one retry.
+"""What every LLM-based selector shares: agent data rendered safely into a prompt, a
+JSON answer asked for with one retry, and the client its calls go through (`ClientBound`).
 
 Transcript and candidates are rendered as JSON with `<`, `>` and `&` escaped, inside
 `<transcript>` / `<candidate>` tags: no text from the agent can close its block or pose
@@ -269,3 +269,38 @@ async def gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+# --------------------------------------------------------------------------- clients
+
+
+class ClientBound:
+    """A selector that calls models through a `LiteLLMClient`.
+
+    Given no `client`, it makes a default one (no limits) until `bind_client` hands it
+    another: the engine binds a selector instance to the graph's client, so the graph's
+    `max_concurrency` and `rate_limit` bound its calls too. A client given to the
+    constructor is never replaced: its limits were chosen. Binding changes the instance,
+    so one instance in two graphs calls through the client of the graph built last.
+    """
+
+    client: LiteLLMClient
+    _own_client: bool
+
+    def _use_client(self, client: LiteLLMClient | None) -> None:
+        """Called by `__init__` with its `client` argument."""
+        self._own_client = client is not None
+        self.client = client if client is not None else LiteLLMClient()
+
+    def bind_client(self, client: LiteLLMClient) -> None:
+        """Calls through `client` from now on, unless the constructor was given one."""
+        if not self._own_client:
+            self.client = client
+
+
+def bind_selector(selector: object, client: LiteLLMClient) -> None:
+    """`selector.bind_client(client)` if it has one (the `Selector` protocol does not ask
+    for it: a selector of the user's own is left as it is)."""
+    bind = getattr(selector, "bind_client", None)
+    if callable(bind):
+        bind(client)

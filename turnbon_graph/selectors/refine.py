@@ -21,7 +21,9 @@ from turnbon_graph.selectors.llm import LLMSelector
 from turnbon_graph.selectors.prompting import (
     DATA_NOT_INSTRUCTIONS,
     SELECTOR_ROLE,
+    ClientBound,
     ask_json,
+    bind_selector,
     candidate_block,
     check_llm_options,
     transcript_section,
@@ -82,7 +84,7 @@ def refine_request(
     ]
 
 
-class RefineSelector:
+class RefineSelector(ClientBound):
     """Picks with `inner`, then asks `model` to critique that action once and revise it.
 
     `inner`: a Selector, a model id (an `LLMSelector` on it), or None (an `LLMSelector`
@@ -91,6 +93,9 @@ class RefineSelector:
     left it. If the critique call fails or answers unusably twice, the inner choice runs
     and `fallback` says why. A rejection by the inner selector is passed on unrefined.
     Usage adds both selectors' calls; `answer` holds both answers as JSON.
+
+    `client`: as for `LLMSelector`; an inner selector made here from a model id gets it too.
+    A graph binds `inner` along with this selector, each unless it has a client of its own.
     """
 
     def __init__(
@@ -107,7 +112,7 @@ class RefineSelector:
     ) -> None:
         self.completion_kwargs = check_llm_options("RefineSelector", model, completion_kwargs)
         self.model = model
-        self.client = client or LiteLLMClient()
+        self._use_client(client)
         self.response_format = response_format
         self.max_invalid_retries = max_invalid_retries
         self.allow_none = allow_none
@@ -115,7 +120,7 @@ class RefineSelector:
             inner = LLMSelector(
                 inner or model,
                 completion_kwargs=self.completion_kwargs,
-                client=self.client,
+                client=client,
                 seed=seed,
                 response_format=response_format,
             )
@@ -125,6 +130,11 @@ class RefineSelector:
                 f"got {inner!r}"
             )
         self.inner: Selector = inner
+
+    def bind_client(self, client: LiteLLMClient) -> None:
+        """Binds this selector and `inner`, each unless it was given a client of its own."""
+        super().bind_client(client)
+        bind_selector(self.inner, client)
 
     @property
     def name(self) -> str:

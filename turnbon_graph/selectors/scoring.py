@@ -26,6 +26,7 @@ from turnbon_graph.selectors.prompting import (
     DATA_NOT_INSTRUCTIONS,
     SELECTOR_ROLE,
     Asked,
+    ClientBound,
     answer_text,
     ask_json,
     candidate_block,
@@ -113,7 +114,7 @@ def parse_score(response: Any) -> tuple[float | None, str, str | None]:
     return answer.score, raw, None
 
 
-class ScoringSelector:
+class ScoringSelector(ClientBound):
     """Scores every candidate on its own and executes the best (ties: the earliest).
 
     Either `judge` (a LiteLLM model id) scores each candidate 0-10 by `rubric`, one call
@@ -126,6 +127,7 @@ class ScoringSelector:
     retry, a reward that raised) gets None; if none could be scored the selector falls
     back to majority/first. With `min_score`, a best score below it rejects every
     candidate (the turn resamples once, then falls back). Scores go to `Selection.scores`.
+    `client`: as for `LLMSelector` (without one, a graph binds it to the graph's client).
     """
 
     def __init__(
@@ -161,7 +163,7 @@ class ScoringSelector:
         self.rubric = rubric or DEFAULT_RUBRIC
         self.reward = reward
         self.min_score = min_score
-        self.client = client or LiteLLMClient()
+        self._use_client(client)
         self.response_format = response_format
         self.max_invalid_retries = max_invalid_retries
 

@@ -59,6 +59,9 @@ class TournamentSelector:
     every usable vote says so is eliminated, and a tournament with no survivor rejects
     every candidate. If no comparison at all could be had it falls back to majority/first.
     The matches go to `answer` as JSON (candidate indices); usage sums every call.
+
+    `client`: the judge made here from a model id calls through it. A graph binds a judge
+    that has no client of its own to the graph's client (`bind_client`).
     """
 
     def __init__(
@@ -79,6 +82,10 @@ class TournamentSelector:
             allow_none=allow_none,
             shuffle=False,  # the tournament sets the order: both of them
         )
+
+    def bind_client(self, client: LiteLLMClient) -> None:
+        """Binds the judge to `client`, unless it was given a client of its own."""
+        self.judge.bind_client(client)
 
     @property
     def name(self) -> str:
