@@ -137,18 +137,7 @@ def _bench_parser(commands: Any) -> None:
         ),
         allow_abbrev=False,  # the resume hint rewrites --run; abbreviations would dodge it
     )
-    bench.add_argument("--env", required=True, metavar="NAME", help="environment name")
-    bench.add_argument(
-        "--tasks", metavar="SPEC", help="passed to the environment (which task set, a path, ...)"
-    )
-    bench.add_argument(
-        "--model",
-        required=True,
-        help=(
-            "a LiteLLM model id, or 'stub': the environment's own scripted stub policy on a "
-            "loopback server (no API key, no network)"
-        ),
-    )
+    _episode_arguments(bench, selector="the selector")
     bench.add_argument(
         "--n",
         type=_positive_int,
@@ -158,34 +147,14 @@ def _bench_parser(commands: Any) -> None:
         help="candidates per turn, one setting each; N=1 is the baseline (default: 1 4)",
     )
     bench.add_argument(
-        "--selector",
-        metavar="MODEL|first|random|majority",
-        help="a LiteLLM model id for an LLM selector, or a selector that calls no model "
-        "(default: an LLM selector on --model)",
-    )
-    bench.add_argument(
-        "--selector-api-base",
-        metavar="URL",
-        help="api_base for a --selector model id (the default selector shares --api-base)",
-    )
-    bench.add_argument(
         "--trials", type=_positive_int, default=1, metavar="K", help="attempts per task and N"
     )
     bench.add_argument(
         "--concurrency", type=_positive_int, default=4, metavar="C", help="episodes at once"
     )
     bench.add_argument(
-        "--task",
-        action="extend",
-        nargs="+",
-        metavar="ID",
-        help="run only these task ids (default: all)",
-    )
-    bench.add_argument(
         "--run", type=Path, metavar="DIR", help="run folder (default: runs/<env>-<model>-<time>)"
     )
-    bench.add_argument("--api-base", metavar="URL", help="api_base for the generator's calls")
-    bench.add_argument("--timeout", type=float, metavar="S", help="per model call, in seconds")
     bench.add_argument("--seed", type=int, help="selector shuffles and the random selector")
 
 
@@ -302,38 +271,9 @@ def _rollouts_parser(commands: Any) -> None:
         ),
         allow_abbrev=False,  # the resume hint rewrites --run; abbreviations would dodge it
     )
-    rollouts.add_argument("--env", required=True, metavar="NAME", help="environment name")
-    rollouts.add_argument(
-        "--tasks", metavar="SPEC", help="passed to the environment (which task set, a path, ...)"
-    )
-    rollouts.add_argument(
-        "--model",
-        required=True,
-        help=(
-            "a LiteLLM model id, or 'stub': the environment's own scripted stub policy on a "
-            "loopback server (no API key, no network)"
-        ),
-    )
-    rollouts.add_argument(
-        "--task",
-        action="extend",
-        nargs="+",
-        metavar="ID",
-        help="run only these task ids (default: all)",
-    )
+    _episode_arguments(rollouts, selector="the main episode's selector, whose picks are measured")
     rollouts.add_argument(
         "-n", type=_positive_int, default=4, help="candidates per turn (default 4)"
-    )
-    rollouts.add_argument(
-        "--selector",
-        metavar="MODEL|first|random|majority",
-        help="the main episode's selector, whose picks are measured: a LiteLLM model id, or "
-        "a selector that calls no model (default: an LLM selector on --model)",
-    )
-    rollouts.add_argument(
-        "--selector-api-base",
-        metavar="URL",
-        help="api_base for a --selector model id (the default selector shares --api-base)",
     )
     rollouts.add_argument(
         "--trials", type=_positive_int, default=1, metavar="K", help="episodes per task (default 1)"
@@ -401,11 +341,45 @@ def _rollouts_parser(commands: Any) -> None:
     rollouts.add_argument(
         "--dry-run", action="store_true", help="print the plan and stop before starting"
     )
-    rollouts.add_argument("--api-base", metavar="URL", help="api_base for the generator's calls")
-    rollouts.add_argument("--timeout", type=float, metavar="S", help="per model call, in seconds")
     rollouts.add_argument(
         "--seed", type=int, metavar="S", help="which turns --sample-turns draws, selector shuffles"
     )
+
+
+def _episode_arguments(parser: argparse.ArgumentParser, *, selector: str) -> None:
+    """Which environment, tasks, model and selector: what running episodes takes."""
+    parser.add_argument("--env", required=True, metavar="NAME", help="environment name")
+    parser.add_argument(
+        "--tasks", metavar="SPEC", help="passed to the environment (which task set, a path, ...)"
+    )
+    parser.add_argument(
+        "--task",
+        action="extend",
+        nargs="+",
+        metavar="ID",
+        help="run only these task ids (default: all)",
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help=(
+            "a LiteLLM model id, or 'stub': the environment's own scripted stub policy on a "
+            "loopback server (no API key, no network)"
+        ),
+    )
+    parser.add_argument(
+        "--selector",
+        metavar="MODEL|first|random|majority",
+        help=f"{selector}: a LiteLLM model id, or a selector that calls no model "
+        "(default: an LLM selector on --model)",
+    )
+    parser.add_argument(
+        "--selector-api-base",
+        metavar="URL",
+        help="api_base for a --selector model id (the default selector shares --api-base)",
+    )
+    parser.add_argument("--api-base", metavar="URL", help="api_base for the generator's calls")
+    parser.add_argument("--timeout", type=float, metavar="S", help="per model call, in seconds")
 
 
 def _run_folder_arguments(parser: argparse.ArgumentParser, out: str) -> None:
