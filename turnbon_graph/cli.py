@@ -1118,10 +1118,7 @@ def _refuse_ignored_flags(args: argparse.Namespace, selector: str | Selector | N
     """Connection flags that would have no effect are an error, not silently dropped."""
     from turnbon_graph.errors import ConfigurationError
 
-    if args.selector_api_base and not isinstance(selector, str):
-        raise ConfigurationError(
-            "--selector-api-base applies only to a selector model id; pass --selector MODEL"
-        )
+    selector_kwargs(selector, None, args.selector_api_base)  # refuses a useless flag
     if args.api_base and args.model == STUB_MODEL:
         raise ConfigurationError(
             "--api-base has no effect with --model stub (the stub serves on loopback); "
@@ -1146,17 +1143,35 @@ def _start_stub(environment: object, name: str, stack: ExitStack) -> dict[str, A
     return {"api_base": server.base_url, "api_key": "none"}
 
 
+def selector_kwargs(
+    selector: str | Selector | None,
+    local_endpoint: dict[str, Any] | None,
+    selector_api_base: str | None,
+) -> dict[str, Any] | None:
+    """The connection of a selector model id: `selector_api_base` if given, else the
+    generator's endpoint when it is local (the stub, the embedded model), where there is no
+    other; else None (it may be another provider: LiteLLM finds its own). Refuses
+    `selector_api_base` for a selector that calls no model id."""
+    from turnbon_graph.errors import ConfigurationError
+
+    if not isinstance(selector, str):
+        if selector_api_base:
+            raise ConfigurationError(
+                "--selector-api-base applies only to a selector model id; pass --selector MODEL"
+            )
+        return None
+    if selector_api_base:
+        return {"api_base": selector_api_base}
+    return dict(local_endpoint) if local_endpoint else None
+
+
 def _engine_options(
     args: argparse.Namespace, selector: str | Selector | None, connection: dict[str, Any]
 ) -> dict[str, Any]:
     options: dict[str, Any] = {"completion_kwargs": dict(connection)}
-    if isinstance(selector, str):
-        # A selector model id does not share the generator's endpoint (it may be another
-        # provider), except on the stub, where there is no other endpoint.
-        if args.model == STUB_MODEL:
-            options["selector_kwargs"] = dict(connection)
-        elif args.selector_api_base:
-            options["selector_kwargs"] = {"api_base": args.selector_api_base}
+    local = connection if args.model == STUB_MODEL else None
+    if (kwargs := selector_kwargs(selector, local, args.selector_api_base)) is not None:
+        options["selector_kwargs"] = kwargs
     if args.timeout is not None:
         options["timeout"] = args.timeout
     if args.seed is not None:

@@ -148,20 +148,14 @@ def _model(options: LiveOptions, environment: Any) -> Iterator[tuple[str, dict[s
 def _selector_options(
     selector: str | Selector | None, options: LiveOptions, endpoint: dict[str, Any]
 ) -> dict[str, Any]:
-    """The engine's selector options: a selector model id reaches `selector_api_base`,
-    else the local endpoint it shares with the generator (embedded model, stub)."""
-    if not isinstance(selector, str):
-        if options.selector_api_base:
-            raise ConfigurationError(
-                "--selector-api-base applies only to a selector model id; pass --selector MODEL"
-            )
-        return {"selector": selector}
-    if options.selector_api_base:
-        return {"selector": selector, "selector_kwargs": {"api_base": options.selector_api_base}}
+    """The engine's selector options; `endpoint`: the generator's, when it is local."""
+    from turnbon_graph.cli import selector_kwargs
+
+    kwargs = selector_kwargs(selector, endpoint, options.selector_api_base)
     return (
-        {"selector": selector, "selector_kwargs": dict(endpoint)}
-        if endpoint
-        else {"selector": selector}
+        {"selector": selector}
+        if kwargs is None
+        else {"selector": selector, "selector_kwargs": kwargs}
     )
 
 
