@@ -121,7 +121,7 @@ async def record(out: Path, task_count: int) -> None:
         summarise,
         write_report,
     )
-    from turnbon_graph.runner import BenchConfig, run_benchmark
+    from turnbon_graph.bench.runner import BenchConfig, run_benchmark
     from turnbon_graph.selectors import FirstSelector, RandomSelector, ScoringSelector
     from turnbon_graph.testing import StubServer
     from turnbon_graph.turn import TurnEngine

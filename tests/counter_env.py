@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from langchain_core.tools import BaseTool, tool
 
-from turnbon_graph.environment import TaskSpec, Verdict
+from turnbon_graph.bench.environment import TaskSpec, Verdict
 
 
 class CounterEpisode:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from contextlib import ExitStack
     from importlib.metadata import EntryPoint
 
-    from turnbon_graph.environment import Environment
+    from turnbon_graph.bench.environment import Environment
     from turnbon_graph.selectors.base import Selector
 
 ENVIRONMENTS_GROUP = "turnbon.environments"
@@ -549,7 +549,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from turnbon_graph.report import write_report
+    from turnbon_graph.bench.report import write_report
 
     path = write_report(args.run, args.out, baseline=args.baseline, resamples=args.resamples)
     print(path)
@@ -584,8 +584,8 @@ def _judge(args: argparse.Namespace) -> int:
         load_rubrics,
         read_verdicts,
     )
+    from turnbon_graph.bench.runs import read_episodes
     from turnbon_graph.errors import ConfigurationError
-    from turnbon_graph.runs import read_episodes
 
     if args.model == STUB_MODEL:
         raise ConfigurationError(
@@ -662,8 +662,8 @@ def _without_secrets(text: str) -> str:
 
 
 def _require_episodes(run: Path) -> None:
+    from turnbon_graph.bench.runs import EPISODES_FILE
     from turnbon_graph.errors import ConfigurationError
-    from turnbon_graph.runs import EPISODES_FILE
 
     if not (run / EPISODES_FILE).is_file():
         raise ConfigurationError(
@@ -675,7 +675,7 @@ def _require_episodes(run: Path) -> None:
 def _instructions(run: Path, tasks: str | None) -> tuple[dict[str, str], str | None]:
     """Task id -> instruction, from the environment the run's settings name; and a note
     when some or all instructions are missing (the judge then goes without them)."""
-    from turnbon_graph.runs import SETTINGS_FILE, RunSettings, read_episodes
+    from turnbon_graph.bench.runs import SETTINGS_FILE, RunSettings, read_episodes
 
     path = run / SETTINGS_FILE
     try:
@@ -759,8 +759,8 @@ LENGTH_COLUMNS = (
 def _analyze(args: argparse.Namespace) -> int:
     from turnbon_graph.analysis.judge import VERDICTS_FILE
     from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE
+    from turnbon_graph.bench.runs import EPISODES_FILE
     from turnbon_graph.errors import ConfigurationError
-    from turnbon_graph.runs import EPISODES_FILE
 
     run: Path = args.run
     if not any((run / name).is_file() for name in (EPISODES_FILE, VERDICTS_FILE, ROLLOUTS_FILE)):
@@ -785,7 +785,7 @@ class _Figures:
     `plots` extra) is installed; each `image` is the Markdown that shows one, or nothing."""
 
     def __init__(self, out: Path | None) -> None:
-        from turnbon_graph.plots import plots_available
+        from turnbon_graph.bench.plots import plots_available
 
         self.out = out if out is not None and plots_available() else None
         self.skipped = out is not None and self.out is None
@@ -815,7 +815,7 @@ def analysis_markdown(
     trajectories = load_trajectories(run)
     parts = [f"# Analysis of {run}", *_run_line(run)]
     if figures.skipped:
-        from turnbon_graph.plots import PLOTS_INSTALL
+        from turnbon_graph.bench.plots import PLOTS_INSTALL
 
         parts.append(
             f"> Plots were skipped: matplotlib is not installed. Install it with "
@@ -874,7 +874,7 @@ def analysis_markdown(
 
 
 def _run_line(run: Path) -> list[str]:
-    from turnbon_graph.runs import SETTINGS_FILE, RunSettings
+    from turnbon_graph.bench.runs import SETTINGS_FILE, RunSettings
 
     try:
         s = RunSettings.model_validate_json((run / SETTINGS_FILE).read_text(encoding="utf-8"))
@@ -1000,7 +1000,7 @@ def load_environment(
     name: str, spec: str | None, available: Iterable[EntryPoint] | None = None
 ) -> Environment:
     """The environment an installed package registers as `name`, built from `spec`."""
-    from turnbon_graph.environment import Environment
+    from turnbon_graph.bench.environment import Environment
     from turnbon_graph.errors import ConfigurationError
 
     found = {ep.name: ep for ep in (environment_entry_points() if available is None else available)}
@@ -1068,8 +1068,8 @@ def resume_command(argv: Sequence[str], run_dir: Path) -> str:
 def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import contextlib
 
-    from turnbon_graph.report import TIMES, one_line_summary, read_settings, setting_order
-    from turnbon_graph.runner import BenchConfig, run_benchmark
+    from turnbon_graph.bench.report import TIMES, one_line_summary, read_settings, setting_order
+    from turnbon_graph.bench.runner import BenchConfig, run_benchmark
 
     selector = make_selector(args.selector, args.seed)
     _refuse_ignored_flags(args, selector)

@@ -25,7 +25,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from turnbon_graph.environment import Environment, TaskSpec, Verdict
+from turnbon_graph.bench.environment import Environment, TaskSpec, Verdict
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.graph import agent_graph
 from turnbon_graph.records import TurnRecord, Usage

@@ -11,7 +11,7 @@ from turnbon_bfcl.episode import BFCLEpisode
 from turnbon_bfcl.replay import Call, GroundTruthReplay, ReplayScript
 from turnbon_bfcl.schema import parse_call
 from turnbon_bfcl.tasks import task_spec, user_turns
-from turnbon_graph.environment import TaskSpec
+from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.errors import ConfigurationError
 
 SUPPORTED_CATEGORIES = ("multi_turn_base",)

@@ -20,7 +20,7 @@ from turnbon_bfcl import bfcl_api
 from turnbon_bfcl.bfcl_api import Entry
 from turnbon_bfcl.errors import BFCLToolContextError
 from turnbon_bfcl.schema import call_string, openai_function, unsafe_argument_names
-from turnbon_graph.environment import Verdict
+from turnbon_graph.bench.environment import Verdict
 
 DETAILS_LIMIT = 2500
 """Characters of the checker's details kept in the verdict (instance states can be long)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from turnbon_bfcl.bfcl_api import Entry
-from turnbon_graph.environment import TaskSpec
+from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.errors import ConfigurationError
 
 

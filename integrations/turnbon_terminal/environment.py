@@ -1,4 +1,4 @@
-"""`TerminalEnvironment`: the `turnbon_graph.environment.Environment` of terminal tasks."""
+"""`TerminalEnvironment`: the `turnbon_graph.bench.environment.Environment` of terminal tasks."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from langchain_core.tools import BaseTool
 
-from turnbon_graph.environment import TaskSpec, Verdict
+from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_graph.errors import ConfigurationError
 from turnbon_terminal.errors import SandboxError, SetupScriptError
 from turnbon_terminal.limits import Limits, MiB

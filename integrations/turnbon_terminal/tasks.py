@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.environment import TaskSpec
+from turnbon_graph.bench.environment import TaskSpec
 from turnbon_terminal.errors import DockerRequiredError, TaskFormatError
 
 SHIPPED_TASKS = Path(__file__).resolve().parent / "tasks"

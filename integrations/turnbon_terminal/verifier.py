@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnbon_graph.environment import Verdict
+from turnbon_graph.bench.environment import Verdict
 from turnbon_terminal.envvars import SAFE_PATH
 from turnbon_terminal.sandbox import CommandResult, Sandbox
 from turnbon_terminal.tasks import TerminalTask

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from tests.integration_tests.test_notebooks import NOTEBOOKS, execute, outputs
-from turnbon_graph import report
 from turnbon_graph.analysis.behaviours import TAGS
 from turnbon_graph.analysis.figures import rollout_summaries
 from turnbon_graph.analysis.judge import VERDICTS_FILE, read_verdicts
 from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, read_reports
-from turnbon_graph.runs import read_episodes
+from turnbon_graph.bench import report
+from turnbon_graph.bench.runs import read_episodes
 
 EXAMPLE_RUN = NOTEBOOKS.parent / "docs" / "example-run"
 RUN_VARIABLE = "TURNBON_ANALYSIS_RUN"  # the notebooks' override; unset, they read EXAMPLE_RUN

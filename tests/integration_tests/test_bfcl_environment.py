@@ -17,7 +17,7 @@ from langgraph.prebuilt import ToolNode
 from turnbon_bfcl import BFCLEnvironment, bfcl_api, environment
 from turnbon_bfcl.errors import ReplayError
 from turnbon_bfcl.schema import parse_call
-from turnbon_graph.environment import Environment, Episode
+from turnbon_graph.bench.environment import Environment, Episode
 from turnbon_graph.errors import ConfigurationError, TurnBoNError
 from turnbon_graph.testing import CapturedRequest
 

@@ -21,10 +21,10 @@ from turnbon_graph.analysis.judge import (
     read_verdicts,
     verdict_schema,
 )
+from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, RunSettings, turns_path
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import CandidateRecord, LatencySplit, TurnRecord, UsageSplit
-from turnbon_graph.runs import EPISODES_FILE, EpisodeResult, RunSettings, turns_path
 from turnbon_graph.testing import CapturedRequest, StubResponse, StubServer, chat_completion, error
 
 MODEL = "openai/judge"

@@ -19,11 +19,11 @@ import pytest
 from tests.cli_envs import BROKEN, SometimesRight
 from tests.counter_env import CounterEnvironment
 from tests.helpers import stub_kwargs
+from turnbon_graph.bench.plots import PLOT_FILES
+from turnbon_graph.bench.report import write_report
+from turnbon_graph.bench.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.runs import EPISODES_FILE, SETTINGS_FILE, EpisodeResult, read_episodes
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.plots import PLOT_FILES
-from turnbon_graph.report import write_report
-from turnbon_graph.runner import BenchConfig, run_benchmark
-from turnbon_graph.runs import EPISODES_FILE, SETTINGS_FILE, EpisodeResult, read_episodes
 from turnbon_graph.testing import StubServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -37,7 +37,7 @@ from turnbon_graph.analysis.rollouts import (
     summarise,
     write_report,
 )
-from turnbon_graph.environment import TaskSpec
+from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import LatencySplit, TurnRecord, Usage, UsageSplit
 from turnbon_graph.selectors import FirstSelector, ScoringSelector, Selector

@@ -15,9 +15,9 @@ import pytest
 
 from tests.counter_env import CounterEnvironment
 from tests.helpers import stub_kwargs
+from turnbon_graph.bench.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.runs import EPISODES_FILE, read_episodes, read_turns
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.runner import BenchConfig, run_benchmark
-from turnbon_graph.runs import EPISODES_FILE, read_episodes, read_turns
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,
@@ -126,7 +126,7 @@ KILLABLE = """
 import asyncio, pathlib, sys
 sys.path.insert(0, {root!r})
 from tests.counter_env import CounterEnvironment
-from turnbon_graph.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.runner import BenchConfig, run_benchmark
 env = CounterEnvironment({{f"t{{i}}": 5 for i in range(6)}})
 options = {{"completion_kwargs": {{"api_base": {base!r}, "api_key": "k"}}}}
 config = BenchConfig("openai/stub", [1], trials=1, concurrency=1, engine_options=options)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
 from turnbon_graph.cli import load_environment
-from turnbon_graph.environment import Environment, Episode, TaskSpec
 from turnbon_terminal import (
     SetupScriptError,
     StubPolicy,

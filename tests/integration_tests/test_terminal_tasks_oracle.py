@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from turnbon_graph.environment import TaskSpec, Verdict
+from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_terminal import TerminalEnvironment, load_tasks
 
 POOL = 2

@@ -14,6 +14,8 @@ import pytest
 
 from tests.cli_envs import StubbedCounter
 from tests.helpers import candidate
+from turnbon_graph.bench.environment import Environment
+from turnbon_graph.bench.runs import EpisodeResult, RunSettings
 from turnbon_graph.cli import (
     ENVIRONMENTS_GROUP,
     _engine_options,
@@ -25,9 +27,7 @@ from turnbon_graph.cli import (
     resume_command,
     rollout_budget,
 )
-from turnbon_graph.environment import Environment
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.runs import EpisodeResult, RunSettings
 from turnbon_graph.selectors import FirstSelector, MajorityVoteSelector, RandomSelector
 
 ROOT = Path(__file__).resolve().parents[2]

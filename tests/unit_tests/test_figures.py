@@ -34,7 +34,7 @@ from turnbon_graph.analysis.rollouts import (
     RolloutBudget,
     RolloutReport,
 )
-from turnbon_graph.metrics import BootstrapResult
+from turnbon_graph.bench.metrics import BootstrapResult
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from turnbon_graph.environment import Outcome
-from turnbon_graph.metrics import (
+from turnbon_graph.bench.environment import Outcome
+from turnbon_graph.bench.metrics import (
     consistency_at_k,
     consistency_curve,
     cost_table,
@@ -15,8 +15,8 @@ from turnbon_graph.metrics import (
     pass_at_k_curve,
     turns_to_solve,
 )
+from turnbon_graph.bench.runs import EpisodeResult
 from turnbon_graph.records import Usage, UsageSplit
-from turnbon_graph.runs import EpisodeResult
 
 
 def episode(

@@ -15,8 +15,8 @@ from turnbon_graph.analysis.judge import (
     render_trajectory,
 )
 from turnbon_graph.analysis.trajectories import Trajectory, TurnView
+from turnbon_graph.bench.runs import EpisodeResult
 from turnbon_graph.records import CandidateRecord, LatencySplit, TurnRecord, UsageSplit
-from turnbon_graph.runs import EpisodeResult
 
 TABLE_6 = [
     "looping",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from turnbon_graph.runs import EpisodeResult, append_line, read_lines
+from turnbon_graph.bench.runs import EpisodeResult, append_line, read_lines
 
 
 def result(task: str) -> EpisodeResult:

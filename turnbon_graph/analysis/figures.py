@@ -2,7 +2,7 @@
 study's exploration/exploitation measures (oracle, realised, mu, headroom capture h and
 verifier correlation rho_v) from branch rollouts.
 
-Figures 2 and 3 and Tables 1 and 2 are drawn by `turnbon_graph.plots` (the plots of
+Figures 2 and 3 and Tables 1 and 2 are drawn by `turnbon_graph.bench.plots` (the plots of
 `turnbon report`); this module draws what that one cannot, from the result objects of
 `turnbon_graph.analysis`:
 
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from turnbon_graph.analysis.rollouts import RolloutReport, RolloutSummary, summarise
-from turnbon_graph.plots import (
+from turnbon_graph.bench.plots import (
     _PALETTE,
     BASELINE_COLOR,
     _jitter,

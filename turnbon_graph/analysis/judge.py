@@ -46,11 +46,11 @@ from turnbon_graph.analysis.trajectories import (
     dumps_action,
     load_trajectories,
 )
+from turnbon_graph.bench.metrics import bootstrap_differences
+from turnbon_graph.bench.runs import append_line, read_lines
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.metrics import bootstrap_differences
 from turnbon_graph.records import Usage
-from turnbon_graph.runs import append_line, read_lines
 from turnbon_graph.selectors.prompting import (
     answer_text,
     as_json,

@@ -57,7 +57,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from turnbon_graph.analysis.trajectories import Trajectory, TurnView, command_of
-from turnbon_graph.metrics import BootstrapResult, bootstrap_differences
+from turnbon_graph.bench.metrics import BootstrapResult, bootstrap_differences
 from turnbon_graph.records import CandidateRecord
 
 History = Sequence[tuple[str, int | None]]

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, model_validator
 
-from turnbon_graph.environment import Environment, Episode, TaskSpec
+from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
 
 if TYPE_CHECKING:  # analysis modules are read without paying for LangGraph
     from langchain_core.messages import BaseMessage
@@ -417,7 +417,7 @@ def summarise(turns: Iterable[BranchTurn]) -> RolloutSummary:
 
 def write_report(run: str | Path, report: RolloutReport) -> Path:
     """Appends the report to RUN/rollouts.jsonl; returns the file's path."""
-    from turnbon_graph.runs import append_line
+    from turnbon_graph.bench.runs import append_line
 
     path = Path(run) / ROLLOUTS_FILE
     append_line(path, report.model_dump_json())
@@ -426,7 +426,7 @@ def write_report(run: str | Path, report: RolloutReport) -> Path:
 
 def read_reports(run: str | Path) -> list[RolloutReport]:
     """Every report in RUN/rollouts.jsonl (a torn last line, from a kill, is skipped)."""
-    from turnbon_graph.runs import read_lines
+    from turnbon_graph.bench.runs import read_lines
 
     return read_lines(Path(run) / ROLLOUTS_FILE, RolloutReport)
 

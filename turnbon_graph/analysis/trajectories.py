@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from turnbon_graph.bench.runs import EpisodeResult, read_episodes, read_turns
 from turnbon_graph.records import CandidateRecord, TurnRecord
-from turnbon_graph.runs import EpisodeResult, read_episodes, read_turns
 
 SHELL_ARGUMENT = "command"
 """The argument that holds a shell command line (the terminal environment's `shell` tool)."""

@@ -19,11 +19,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from turnbon_graph.environment import Environment, Episode, Outcome, TaskSpec
-from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.graph import agent_graph
-from turnbon_graph.records import RECORD_KEY, Usage, UsageSplit
-from turnbon_graph.runs import (
+from turnbon_graph.bench.environment import Environment, Episode, Outcome, TaskSpec
+from turnbon_graph.bench.runs import (
     EPISODES_FILE,
     SETTINGS_FILE,
     EpisodeResult,
@@ -33,6 +30,9 @@ from turnbon_graph.runs import (
     setting_label,
     turns_path,
 )
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.graph import agent_graph
+from turnbon_graph.records import RECORD_KEY, Usage, UsageSplit
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import TurnEngine
 

@@ -1,6 +1,6 @@
 """`turnbon report`: a run folder as a Markdown report with the paper's tables and plots.
 
-Every number comes from `turnbon_graph.metrics` (the same code notebooks use); this module
+Every number comes from `turnbon_graph.bench.metrics` (the same code notebooks use); this module
 only arranges and formats them. It never imports LiteLLM or LangGraph, and it writes the
 Markdown even when matplotlib (the `plots` extra) is missing.
 """
@@ -13,9 +13,8 @@ from statistics import median
 
 from pydantic import ValidationError
 
-from turnbon_graph import metrics
-from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.runs import (
+from turnbon_graph.bench import metrics
+from turnbon_graph.bench.runs import (
     EPISODES_FILE,
     SETTINGS_FILE,
     EpisodeResult,
@@ -23,6 +22,7 @@ from turnbon_graph.runs import (
     read_episodes,
     setting_label,
 )
+from turnbon_graph.errors import ConfigurationError
 
 REPORT_FILE = "report.md"
 REPORT_DIR = "report"
@@ -60,7 +60,7 @@ def write_report(
     plot_files: dict[str, str] = {}
     plots_note: str | None = None
     if results:
-        from turnbon_graph import plots
+        from turnbon_graph.bench import plots
 
         if plots.plots_available():
             written = plots.write_plots(results, out, settings=order, baseline=baseline)
@@ -220,7 +220,7 @@ def _summary(
 def _pass_rates(
     order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
 ) -> list[str]:
-    from turnbon_graph.plots import trial_pass_rates
+    from turnbon_graph.bench.plots import trial_pass_rates
 
     rows = []
     for setting in order:

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
-from turnbon_graph.environment import Outcome
+from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.records import UsageSplit
 
 SETTINGS_FILE = "run.json"

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from turnbon_graph import metrics
-from turnbon_graph.runs import EpisodeResult
+from turnbon_graph.bench import metrics
+from turnbon_graph.bench.runs import EpisodeResult
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -15,8 +15,8 @@ from math import comb
 
 from pydantic import BaseModel
 
-from turnbon_graph.environment import Outcome
-from turnbon_graph.runs import EpisodeResult
+from turnbon_graph.bench.environment import Outcome
+from turnbon_graph.bench.runs import EpisodeResult
 
 OUTCOMES: tuple[Outcome, ...] = (
     "pass",
