@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -28,14 +27,11 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, SkipValidation
+from pydantic import ConfigDict, PrivateAttr, SecretStr, ValidationError, model_validator
 
-from turnbon_graph.client import secret_values
+from turnbon_graph.config import TurnConfig, configuration_error, option_values, turn_config
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import ModelSpec
-from turnbon_graph.records import TraceSink
-from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
-from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import EventSink, TurnEngine, turn_record
 
 __all__ = ["ChatTurnBoN"]
@@ -51,7 +47,7 @@ _TOOL_CHOICE_MODES = ("auto", "none", "required")
 _LANGCHAIN_ONLY_KWARGS = ("stream",)
 
 
-class ChatTurnBoN(BaseChatModel):
+class ChatTurnBoN(BaseChatModel, TurnConfig):
     """A chat model that answers each call with a turn-level best-of-N choice.
 
     Each call proposes `n` candidate next messages through LiteLLM, lets the selector
@@ -60,20 +56,11 @@ class ChatTurnBoN(BaseChatModel):
     `turnbon_graph.turn_record`). Only the chosen message's tool calls reach the agent,
     so only they are executed.
 
-    Options are those of `create_turnbon_graph`:
-
-    Args:
-        model: a LiteLLM model id, or a list of ids for a mixed pool.
-        n: candidates per call.
-        selector: a LiteLLM model id (an `LLMSelector` on it), a `Selector`, or None for
-            an `LLMSelector` on the generator's model sharing its endpoint.
-        completion_kwargs: forwarded to every generator call (api_base, temperature, ...).
-        selector_kwargs: forwarded to selector calls when `selector` is a model id.
-        prompt: system prompt used when the messages carry none.
-        max_concurrency, rate_limit, timeout, max_retries, native_n, tool_calling, seed,
-            adaptive, early_commit, budget, dedupe, ignore_args: as in
-            `create_turnbon_graph`.
-        trace: a `TraceSink`, or a path to append one JSON line per turn to.
+    Options: `model` (a LiteLLM model id, or a list of ids and `ModelSpec`s for a
+    mixed pool) and every `TurnConfig` option by name (`n`, `selector`,
+    `completion_kwargs`, ...: this class carries `TurnConfig`'s fields), or a ready
+    `config=TurnConfig(...)`. Secrets in `completion_kwargs`/`selector_kwargs` are held
+    as `SecretStr`: no repr, dump or callback payload shows them.
 
     LangChain's standard parameters `temperature`, `max_tokens`, `stop` and `api_key`
     are shorthand for the same `completion_kwargs` entries (generator calls only, except
@@ -99,28 +86,11 @@ class ChatTurnBoN(BaseChatModel):
     The engine is built once, at construction (configuration errors raise
     `ConfigurationError` there), and rebuilt only if the options are changed afterwards.
     Selectors and trace sinks are arbitrary objects, so the model is not
-    LangChain-serializable.
+    LangChain-serializable (`dumps` gives its redacted repr).
     """
 
     model: str | list[str | ModelSpec]
-    n: int = 4
-    selector: Annotated[str | Selector | None, SkipValidation()] = None
-    completion_kwargs: dict[str, Any] | None = None
-    selector_kwargs: dict[str, Any] | None = None
-    prompt: str | None = None
-    max_concurrency: int | None = None
-    rate_limit: float | None = None
-    timeout: float | None = None
-    max_retries: int = 2
-    native_n: bool = False
-    tool_calling: Literal["auto", "native", "prompted"] = "auto"
-    adaptive: AdaptiveN | None = None
-    early_commit: EarlyCommit | None = None
-    budget: Budget | None = None
-    dedupe: bool = False
-    ignore_args: list[str] = Field(default_factory=list)
-    seed: int | None = None
-    trace: Annotated[TraceSink | str | Path | None, SkipValidation()] = None
+    """A LiteLLM model id, or a list of ids and `ModelSpec`s for a mixed pool."""
 
     temperature: float | None = None
     max_tokens: int | None = None
@@ -131,26 +101,42 @@ class ChatTurnBoN(BaseChatModel):
     model_config = ConfigDict(extra="forbid")
 
     _engine: TurnEngine | None = PrivateAttr(default=None)
-    _engine_options: dict[str, Any] | None = PrivateAttr(default=None)
+    _engine_config: tuple[Any, TurnConfig] | None = PrivateAttr(default=None)
 
     if not TYPE_CHECKING:
         # Builds the engine after validation. Not a validator: pydantic would wrap a
         # ConfigurationError in a ValidationError. Hidden from type checkers, so they
         # keep the keyword signature pydantic synthesises from the fields.
         def __init__(self, **data: Any) -> None:
-            super().__init__(**data)
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise configuration_error(exc) from None
             self._get_engine()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_config(cls, data: Any) -> Any:
+        """`config=TurnConfig(...)` stands for its options; keywords given beside it win."""
+        if isinstance(data, dict) and "config" in data:
+            data = dict(data)
+            config = data.pop("config")
+            if not isinstance(config, TurnConfig):
+                raise ValueError(f"config must be a TurnConfig, got {config!r}")
+            data = {**option_values(config), **data}
+        return data
 
     # ------------------------------------------------------------------ engine
 
     def _generator_kwargs(self) -> dict[str, Any]:
-        """`completion_kwargs` with the standard LangChain parameters merged in."""
+        """`completion_kwargs` with the standard LangChain parameters merged in (secrets
+        still hidden)."""
         kwargs = dict(self.completion_kwargs or {})
         shorthand: dict[str, Any] = {
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "stop": list(self.stop) if self.stop else None,
-            "api_key": self.api_key.get_secret_value() if self.api_key is not None else None,
+            "api_key": self.api_key,
         }
         for key, value in shorthand.items():
             if value is None:
@@ -163,44 +149,20 @@ class ChatTurnBoN(BaseChatModel):
             kwargs[key] = value
         return kwargs
 
-    def _options(self) -> dict[str, Any]:
-        trace = self.trace
-        if trace is not None and not isinstance(trace, str | Path | TraceSink):
-            raise ConfigurationError(
-                f"trace must be a TraceSink (with a `write(record)` method), a file path, "
-                f"or None; got {trace!r}"
-            )
-        return {
-            "model": list(self.model) if isinstance(self.model, list) else self.model,
-            "n": self.n,
-            "selector": self.selector,
-            "completion_kwargs": self._generator_kwargs(),
-            "selector_kwargs": dict(self.selector_kwargs)
-            if self.selector_kwargs is not None
-            else None,
-            "prompt": self.prompt,
-            "max_concurrency": self.max_concurrency,
-            "rate_limit": self.rate_limit,
-            "timeout": self.timeout,
-            "max_retries": self.max_retries,
-            "native_n": self.native_n,
-            "tool_calling": self.tool_calling,
-            "seed": self.seed,
-            "trace": trace,
-            "adaptive": self.adaptive,
-            "early_commit": self.early_commit,
-            "budget": self.budget,
-            "dedupe": self.dedupe,
-            "ignore_args": list(self.ignore_args),
-        }
+    @property
+    def config(self) -> TurnConfig:
+        """The `TurnConfig` the engine runs on: this model's options, with the LangChain
+        shorthand parameters merged into `completion_kwargs`."""
+        return turn_config(**{**option_values(self), "completion_kwargs": self._generator_kwargs()})
 
     def _get_engine(self) -> TurnEngine:
         """The cached engine; rebuilt if the options changed since it was built (after
         `model_copy(update=...)` or an attribute assignment)."""
-        options = self._options()
-        if self._engine is None or options != self._engine_options:
-            self._engine = TurnEngine.from_options(**options)
-            self._engine_options = options
+        model = list(self.model) if isinstance(self.model, list) else self.model
+        built = (model, self.config)
+        if self._engine is None or built != self._engine_config:
+            self._engine = TurnEngine.from_config(model, built[1])
+            self._engine_config = built
         return self._engine
 
     @property
@@ -225,7 +187,7 @@ class ChatTurnBoN(BaseChatModel):
             "native_n": self.native_n,
             "tool_calling": self.tool_calling,
             "seed": self.seed,
-            "completion_kwargs": _redacted(self._generator_kwargs()),
+            "completion_kwargs": self.config.model_dump(mode="json")["completion_kwargs"],
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
@@ -246,14 +208,6 @@ class ChatTurnBoN(BaseChatModel):
         if stop_sequences:
             params["ls_stop"] = list(stop_sequences)
         return params
-
-    def __repr_args__(self) -> Any:
-        # The repr reaches callbacks and traces (as `serialized` of a non-serializable
-        # model): keep keys given in completion_kwargs/selector_kwargs out of it.
-        return [
-            (key, _redacted(value) if key.endswith("_kwargs") and value else value)
-            for key, value in super().__repr_args__()
-        ]
 
     # ------------------------------------------------------------------ tools
 
@@ -370,18 +324,6 @@ def _tool_choice(
         f"tool_choice must be a tool name, 'auto', 'none', 'required', 'any', a bool or a "
         f"dict; got {choice!r}"
     )
-
-
-def _redacted(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """`kwargs` with every secret value (API keys, header values) replaced."""
-    secrets = set(secret_values(kwargs))
-    out: dict[str, Any] = {}
-    for key, value in kwargs.items():
-        if isinstance(value, Mapping):
-            out[key] = {k: "**********" if str(v) in secrets else v for k, v in value.items()}
-        else:
-            out[key] = "**********" if isinstance(value, str) and value in secrets else value
-    return out
 
 
 @asynccontextmanager

@@ -27,7 +27,7 @@ from turnbon_graph.records import Usage
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 # Keys whose values are secrets: they reach the provider but never a record or an error text.
 _SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD")
-_SECRET_KEYS = frozenset(
+SECRET_KEYS = frozenset(
     {"api_key", "azure_ad_token", "aws_secret_access_key", "aws_session_token"}
 )
 
@@ -231,7 +231,7 @@ def secret_values(kwargs: Mapping[str, Any]) -> list[str]:
     """Every value that must never be written down: the call's keys and header values,
     and the environment's keys and tokens (LiteLLM reads OPENAI_API_KEY & co. there, and a
     provider's error may quote the key it was sent)."""
-    secrets = [str(v) for k, v in kwargs.items() if k in _SECRET_KEYS and v]
+    secrets = [str(v) for k, v in kwargs.items() if k in SECRET_KEYS and v]
     for key in ("extra_headers", "headers"):
         headers = kwargs.get(key)
         if isinstance(headers, Mapping):

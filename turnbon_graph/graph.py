@@ -7,7 +7,7 @@ your checkpointer, store and name.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, NotRequired, Unpack
+from typing import Any, Literal, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
@@ -15,10 +15,11 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
+from turnbon_graph.config import TurnConfig
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import ModelPool, ToolLike, to_openai_tools
 from turnbon_graph.records import RECORD_KEY
-from turnbon_graph.turn import EventSink, GeneratedTurn, TurnEngine, TurnOptions
+from turnbon_graph.turn import EventSink, GeneratedTurn, TurnEngine
 
 Tools = Sequence[ToolLike] | ToolNode
 
@@ -39,7 +40,8 @@ def create_turnbon_graph(
     *,
     execute_tools: bool = True,
     name: str = "turnbon",
-    **options: Unpack[TurnOptions],
+    config: TurnConfig | None = None,
+    **options: Any,
 ) -> StateGraph[Any, Any, Any, Any]:
     """One Turn-BoN turn as a graph: `generate` -> `select` [-> `tools`].
 
@@ -51,34 +53,14 @@ def create_turnbon_graph(
         execute_tools: with tools, the graph's own `tools` node runs the chosen calls.
             False makes the compiled graph a drop-in model node for a parent graph that
             has its own `ToolNode` and `tools_condition`.
-        n: candidates per turn.
-        selector: a LiteLLM model id (an `LLMSelector` on that model), a `Selector`, or
-            None for an `LLMSelector` on the generator's model (sharing its endpoint).
-        completion_kwargs: forwarded to every generator call (temperature, api_base, ...).
-        selector_kwargs: forwarded to selector calls when `selector` is a model id.
-        prompt: system prompt used when the messages carry none.
-        max_concurrency: cap on LiteLLM calls in flight (generator and selector; a
-            selector instance given a `client` of its own keeps that client's limits).
-        rate_limit: requests per second across those calls.
-        timeout: seconds per call; max_retries: retries of retryable failures.
-        native_n: ask for all N in one call with `n=N` where the provider supports it.
-        tool_calling: "native", "prompted" (tools described in the prompt and the reply
-            constrained by a JSON schema, for models without tool calling), or "auto":
-            native unless LiteLLM's model map says the model has no function calling.
-        seed: makes the selector's shuffled candidate order reproducible.
-        trace: a `TraceSink`, or a path to append one JSON line per turn to.
-        adaptive: sample a small batch and commit when candidates agree, else sample
-            more up to `n` (`AdaptiveN`, TrACE at the turn level).
-        early_commit: select once enough candidates are in, cancelling stragglers.
-        budget: token/cost caps per turn and episode: fewer candidates, then one.
-        dedupe: show the selector each distinct action once, with its count.
-        ignore_args: argument names left out when comparing actions (e.g. "timeout").
+        config: a `TurnConfig`; `options`: any of its fields by name (n, selector,
+            completion_kwargs, ...), over `config`. `TurnConfig` documents each one.
         name: tags this graph's custom stream events (`"source"`).
 
     The chosen message carries its turn record in `response_metadata["turnbon"]`.
     Progress goes out as custom stream events (`stream_mode="custom"`).
     """
-    engine = TurnEngine.from_options(model, **options)
+    engine = TurnEngine.from_options(model, config=config, **options)
     tool_list = _tool_list(tools)
     builder = _turn_builder(engine, tool_list, name)
     if tool_list and execute_tools:
@@ -96,7 +78,8 @@ def create_turnbon_agent(
     *,
     max_turns: int = 50,
     name: str = "turnbon",
-    **options: Unpack[TurnOptions],
+    config: TurnConfig | None = None,
+    **options: Any,
 ) -> StateGraph[Any, Any, Any, Any]:
     """A whole tool-using agent with Turn-BoN at every turn.
 
@@ -105,7 +88,7 @@ def create_turnbon_agent(
     after that action's tool results, so the thread can be continued).
     Other arguments as in `create_turnbon_graph`.
     """
-    engine = TurnEngine.from_options(model, **options)
+    engine = TurnEngine.from_options(model, config=config, **options)
     return agent_graph(engine, tools, max_turns=max_turns, name=name)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
@@ -29,11 +29,11 @@ from turnbon_graph.candidates import (
     group_by_action,
 )
 from turnbon_graph.client import LiteLLMClient
+from turnbon_graph.config import TurnConfig, resolve_selector, reveal_secrets, turn_config
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
 from turnbon_graph.generate import (
     CandidateGenerator,
     ModelPool,
-    ToolCalling,
     to_openai_messages,
 )
 from turnbon_graph.records import (
@@ -46,47 +46,10 @@ from turnbon_graph.records import (
     Usage,
     UsageSplit,
 )
-from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
 from turnbon_graph.selectors.base import Selection, Selector
-from turnbon_graph.selectors.llm import LLMSelector
-from turnbon_graph.selectors.prompting import bind_selector
 
 EventSink = Callable[[dict[str, Any]], None]
 """Receives progress events: candidate_arrived, candidate_failed, selection_made."""
-
-# Settings of the generator's endpoint that a default selector (the same model) shares.
-_CONNECTION_KEYS = (
-    "api_base",
-    "base_url",
-    "api_key",
-    "api_version",
-    "organization",
-    "extra_headers",
-)
-
-
-class TurnOptions(TypedDict, total=False):
-    """The keyword options of `create_turnbon_graph`, `create_turnbon_agent` and
-    `TurnEngine.from_options` (defaults and meaning: `create_turnbon_graph`)."""
-
-    n: int
-    selector: str | Selector | None
-    completion_kwargs: dict[str, Any] | None
-    selector_kwargs: dict[str, Any] | None
-    prompt: str | None
-    max_concurrency: int | None
-    rate_limit: float | None
-    timeout: float | None
-    max_retries: int
-    native_n: bool
-    tool_calling: ToolCalling
-    seed: int | None
-    trace: TraceSink | str | Path | None
-    adaptive: AdaptiveN | None
-    early_commit: EarlyCommit | None
-    budget: Budget | None
-    dedupe: bool
-    ignore_args: Sequence[str]
 
 
 @dataclass
@@ -169,126 +132,62 @@ class TurnEngine:
         *,
         generator: CandidateGenerator,
         selector: Selector,
-        n: int,
-        prompt: str | None = None,
+        config: TurnConfig | None = None,
         trace: TraceSink | None = None,
-        adaptive: AdaptiveN | None = None,
-        early_commit: EarlyCommit | None = None,
-        budget: Budget | None = None,
-        dedupe: bool = False,
-        ignore_args: Sequence[str] = (),
     ) -> None:
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ConfigurationError(f"n must be a whole number >= 1, got {n!r}")
+        """An engine around a ready generator and selector. `config` supplies the turn's
+        options (n, prompt, sampling, ...); its connection options were already used to
+        build the generator and selector. `trace` overrides `config.trace`."""
+        config = config if config is not None else TurnConfig()
         if not isinstance(selector, Selector):
             raise ConfigurationError(
                 f"selector must be a LiteLLM model id, a Selector (with `name` and async "
                 f"`select`), or None; got {selector!r}"
             )
-        for name, value, kind in (
-            ("adaptive", adaptive, AdaptiveN),
-            ("early_commit", early_commit, EarlyCommit),
-            ("budget", budget, Budget),
-        ):
-            if value is not None and not isinstance(value, kind):
-                raise ConfigurationError(
-                    f"{name} must be a turnbon_graph.{kind.__name__} or None, got {value!r}"
-                )
-        if isinstance(ignore_args, str):
-            raise ConfigurationError("ignore_args must be a list of argument names, not a string")
         self.generator = generator
         self.selector = selector
-        self.n = n
-        self.prompt = prompt
-        self.trace = trace
-        self.adaptive = adaptive
-        self.early_commit = early_commit
-        self.budget = budget
-        self.dedupe = dedupe
-        self.ignore_args = tuple(ignore_args)
+        self.config = config
+        if trace is None:
+            given = config.trace
+            trace = JSONLTraceSink(given) if isinstance(given, str | Path) else given
+        self.trace: TraceSink | None = trace
 
     @classmethod
-    def from_options(
-        cls,
-        model: ModelPool,
-        *,
-        n: int = 4,
-        selector: str | Selector | None = None,
-        completion_kwargs: dict[str, Any] | None = None,
-        selector_kwargs: dict[str, Any] | None = None,
-        prompt: str | None = None,
-        max_concurrency: int | None = None,
-        rate_limit: float | None = None,
-        timeout: float | None = None,
-        max_retries: int = 2,
-        native_n: bool = False,
-        tool_calling: ToolCalling = "auto",
-        seed: int | None = None,
-        trace: TraceSink | str | Path | None = None,
-        adaptive: AdaptiveN | None = None,
-        early_commit: EarlyCommit | None = None,
-        budget: Budget | None = None,
-        dedupe: bool = False,
-        ignore_args: Sequence[str] = (),
-    ) -> TurnEngine:
-        """Resolves the public keyword options shared by the graph factories and ChatTurnBoN
-        (documented on `create_turnbon_graph`). One client serves the generator and the
-        selector: a `Selector` instance is bound to it when it has `bind_client`."""
+    def from_config(cls, model: ModelPool, config: TurnConfig) -> TurnEngine:
+        """The engine of `config` for `model` (a model id or a mixed pool). One client
+        serves the generator and the selector, so the limits bound every call."""
         client = LiteLLMClient(
-            max_concurrency=max_concurrency,
-            rate_limit=rate_limit,
-            timeout=timeout,
-            max_retries=max_retries,
-            seed=seed,
+            max_concurrency=config.max_concurrency,
+            rate_limit=config.rate_limit,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+            seed=config.seed,
         )
         generator = CandidateGenerator(
             model,
             client,
-            completion_kwargs=completion_kwargs,
-            native_n=native_n,
-            tool_calling=tool_calling,
+            completion_kwargs=reveal_secrets(config.completion_kwargs or {}),
+            native_n=config.native_n,
+            tool_calling=config.tool_calling,
         )
-        resolved: Any
-        if selector is None or isinstance(selector, str):
-            if selector is None and selector_kwargs is None:
-                # The default selector is the generator's model: it shares its endpoint.
-                selector_kwargs = {
-                    k: v for k, v in generator.completion_kwargs.items() if k in _CONNECTION_KEYS
-                }
-            resolved = LLMSelector(
-                selector or generator.models[0],
-                completion_kwargs=selector_kwargs,
-                client=client,
-                seed=seed,
-            )
-        else:
-            if selector_kwargs is not None:
-                raise ConfigurationError(
-                    "selector_kwargs applies only when selector is a model id; configure a "
-                    "Selector instance through its own constructor"
-                )
-            resolved = selector
-            # A selector instance that calls models shares the engine's client (and so
-            # its limits), unless it was given a client of its own.
-            bind_selector(resolved, client)
-        return cls(
-            generator=generator,
-            selector=resolved,
-            n=n,
-            prompt=prompt,
-            trace=JSONLTraceSink(trace) if isinstance(trace, str | Path) else trace,
-            adaptive=adaptive,
-            early_commit=early_commit,
-            budget=budget,
-            dedupe=dedupe,
-            ignore_args=ignore_args,
+        selector = resolve_selector(
+            config, generator.models[0], generator.completion_kwargs, client
         )
+        return cls(generator=generator, selector=selector, config=config)
+
+    @classmethod
+    def from_options(
+        cls, model: ModelPool, *, config: TurnConfig | None = None, **options: Any
+    ) -> TurnEngine:
+        """`from_config` with the entry points' keywords: a `config`, and/or any
+        `TurnConfig` option by name (over `config`)."""
+        return cls.from_config(model, turn_config(config, **options))
 
     def transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The messages both generator and selector see: the prompt first, unless the
         messages carry their own system message."""
-        if self.prompt and not any(isinstance(m, SystemMessage) for m in messages):
-            return [SystemMessage(self.prompt), *messages]
+        if self.config.prompt and not any(isinstance(m, SystemMessage) for m in messages):
+            return [SystemMessage(self.config.prompt), *messages]
         return list(messages)
 
     async def generate(
@@ -307,9 +206,11 @@ class TurnEngine:
         started = time.monotonic()
         request = to_openai_messages(self.transcript(messages))
         cap, budget_note = (
-            self.budget.affordable(self.n, messages) if self.budget else (self.n, None)
+            self.config.budget.affordable(self.config.n, messages)
+            if self.config.budget
+            else (self.config.n, None)
         )
-        size = min(self.adaptive.first_batch, cap) if self.adaptive else cap
+        size = min(self.config.adaptive.first_batch, cap) if self.config.adaptive else cap
         candidates: list[Candidate] = []
         sampling = SamplingRecord(budget=budget_note)
         committed: int | None = None
@@ -320,9 +221,9 @@ class TurnEngine:
             candidates = sorted([*candidates, *batch], key=lambda c: c.index)
             sampling.batches.append(size)
             sampling.cancelled.extend(c.index for c in batch if c.cancelled)
-            if self.adaptive is None:
+            if self.config.adaptive is None:
                 break
-            step = self.adaptive.next_step(candidates, len(candidates), cap)
+            step = self.config.adaptive.next_step(candidates, len(candidates), cap)
             committed, size = step.commit, step.size
             sampling.stopped = step.reason or None
         sampling.calls = len(candidates)
@@ -363,11 +264,11 @@ class TurnEngine:
                         candidate = await anext(stream)
                 except (StopAsyncIteration, TimeoutError):
                     break
-                candidate.ignore_args = self.ignore_args
+                candidate.ignore_args = self.config.ignore_args
                 arrived.append(candidate)
                 if on_event is not None:
                     on_event(_candidate_event(turn_id, candidate))
-                hedge = self.early_commit
+                hedge = self.config.early_commit
                 if (
                     hedge
                     and deadline is None
@@ -499,7 +400,9 @@ class TurnEngine:
         """The selector's choice as a position in `ok`; with `dedupe`, the selector sees
         each distinct action once, with its vote count, and the answer is mapped back."""
         groups = (
-            list(group_by_action(ok).values()) if self.dedupe else [[p] for p in range(len(ok))]
+            list(group_by_action(ok).values())
+            if self.config.dedupe
+            else [[p] for p in range(len(ok))]
         )
         shown = [dataclasses.replace(ok[g[0]], votes=len(g)) for g in groups]
         selection = await self.selector.select(self.transcript(messages), shown)

@@ -68,9 +68,9 @@ def test_engine_is_built_once_and_follows_option_changes() -> None:
     model = make(n=3)
     engine = model.engine
     assert model.engine is engine
-    assert engine.n == 3
+    assert engine.config.n == 3
     copy = model.model_copy(update={"n": 5})
-    assert copy.engine.n == 5
+    assert copy.engine.config.n == 5
     assert model.engine is engine
 
 

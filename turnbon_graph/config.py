@@ -1,0 +1,299 @@
+"""`TurnConfig`: every option of a Turn-BoN turn, declared once.
+
+Each entry point (`create_turnbon_graph`, `create_turnbon_agent`, `ChatTurnBoN`, and any
+later one) takes these options as keywords, or a ready `config=TurnConfig(...)`, and
+builds its `TurnEngine` from one `TurnConfig`. A new option is a field here plus the
+engine code that uses it; the README's options table is checked against these fields.
+
+Secrets inside `completion_kwargs` and `selector_kwargs` (API keys, header values) are
+held as `SecretStr`, so `repr`, `model_dump()`, `model_dump_json()` and LangChain
+serialisation never show them; `reveal_secrets` gives back the settings
+a call sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    SkipValidation,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from turnbon_graph.client import SECRET_KEYS, LiteLLMClient
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.records import TraceSink
+from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
+from turnbon_graph.selectors.base import Selector
+from turnbon_graph.selectors.llm import LLMSelector
+from turnbon_graph.selectors.prompting import bind_selector
+
+__all__ = [
+    "CONNECTION_KEYS",
+    "TurnConfig",
+    "configuration_error",
+    "hide_secrets",
+    "option_values",
+    "resolve_selector",
+    "reveal_secrets",
+    "turn_config",
+]
+
+CONNECTION_KEYS = (
+    "api_base",
+    "base_url",
+    "api_key",
+    "api_version",
+    "organization",
+    "extra_headers",
+)
+"""Settings of the generator's endpoint that a default selector (the same model) shares."""
+
+_HEADER_KEYS = ("extra_headers", "headers")
+
+
+class TurnConfig(BaseModel):
+    """The options of a Turn-BoN turn: how many candidates, who selects, how calls are
+    made and bounded, and how sampling adapts. Every field is optional."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    n: int = Field(default=4, ge=1, strict=True, description="candidates per turn")
+    selector: Annotated[str | Selector | None, SkipValidation()] = Field(
+        default=None,
+        description=(
+            "a LiteLLM model id (an `LLMSelector` on it), a `Selector`, or `None`: an "
+            "`LLMSelector` on the generator's model, sharing its endpoint "
+            "(`api_base`, `api_key`, ...)"
+        ),
+    )
+    completion_kwargs: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "forwarded to every generator call (`temperature`, `api_base`, `api_key`, ...)"
+        ),
+    )
+    selector_kwargs: dict[str, Any] | None = Field(
+        default=None, description="forwarded to selector calls when `selector` is a model id"
+    )
+    prompt: str | None = Field(
+        default=None, description="system prompt used when the messages carry none"
+    )
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "cap on LiteLLM calls in flight (generator and selector together; a selector "
+            "instance given a `client` of its own keeps that client's limits)"
+        ),
+    )
+    rate_limit: float | None = Field(
+        default=None, gt=0, description="requests per second across those calls (asyncio-throttle)"
+    )
+    timeout: float | None = Field(default=None, gt=0, description="seconds per call")
+    max_retries: int = Field(
+        default=2,
+        ge=0,
+        description=(
+            "retries of retryable failures (408/409/429/5xx, timeouts, dropped "
+            "connections), with exponential backoff, waiting at least what `Retry-After` "
+            "asks (up to 30 s)"
+        ),
+    )
+    native_n: bool = Field(
+        default=False,
+        description=(
+            "one call with `n=N` where LiteLLM lists `n` for the provider; falls back to "
+            "separate calls if refused"
+        ),
+    )
+    tool_calling: Literal["auto", "native", "prompted"] = Field(
+        default="auto",
+        description=(
+            '`"native"` sends `tools`; `"prompted"` describes them in the system prompt '
+            "and constrains the reply to a JSON schema (one tool call or a final answer), "
+            'for models without tool calling; `"auto"` is native unless LiteLLM\'s model '
+            "map says the model has no function calling"
+        ),
+    )
+    seed: int | None = Field(
+        default=None, description="makes the selector's shuffled candidate order reproducible"
+    )
+    trace: Annotated[TraceSink | str | Path | None, SkipValidation()] = Field(
+        default=None, description="a `TraceSink`, or a path to append one JSON line per turn to"
+    )
+    adaptive: AdaptiveN | None = Field(
+        default=None,
+        description=(
+            "`AdaptiveN(...)`: sample a small batch, commit the plurality action without a "
+            "selector call when enough candidates agree, else sample more up to `n` (TrACE "
+            "at the turn level)"
+        ),
+    )
+    early_commit: EarlyCommit | None = Field(
+        default=None,
+        description=(
+            "`EarlyCommit(min_candidates=m, grace_s=g)`: once m candidates are in and g "
+            "seconds more have passed, cancel the stragglers and select"
+        ),
+    )
+    budget: Budget | None = Field(
+        default=None,
+        description=(
+            "`Budget(turn_tokens=, episode_tokens=, turn_cost_usd=, episode_cost_usd=)`: "
+            "fewer candidates when the estimate nears a cap, then one and no selector; "
+            "never fails the run"
+        ),
+    )
+    dedupe: bool = Field(
+        default=False, description="show the selector each distinct action once, with its count"
+    )
+    ignore_args: tuple[str, ...] = Field(
+        default=(), description="argument names left out when comparing actions (e.g. `timeout`)"
+    )
+
+    # ------------------------------------------------------------------ validation
+
+    @field_validator("completion_kwargs", "selector_kwargs", mode="after")
+    @classmethod
+    def _hide(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return hide_secrets(value) if value is not None else None
+
+    @field_validator("ignore_args", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("ignore_args must be a list of argument names, not a string")
+        return value
+
+    @field_serializer("selector", "trace")
+    def _label(self, value: Any) -> str | None:
+        """A dump names a selector instance or trace sink; it cannot hold the object."""
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, Path):
+            return str(value)
+        return str(getattr(value, "name", None) or type(value).__name__)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TurnConfig:
+        selector = self.selector
+        if selector is not None and not isinstance(selector, str | Selector):
+            raise ValueError(
+                "selector must be a LiteLLM model id, a Selector (with `name` and async "
+                f"`select`), or None; got {selector!r}"
+            )
+        if self.selector_kwargs is not None and isinstance(selector, Selector):
+            raise ValueError(
+                "selector_kwargs applies only when selector is a model id; configure a "
+                "Selector instance through its own constructor"
+            )
+        trace = self.trace
+        if trace is not None and not isinstance(trace, str | Path | TraceSink):
+            raise ValueError(
+                "trace must be a TraceSink (with a `write(record)` method), a file path, "
+                f"or None; got {trace!r}"
+            )
+        return self
+
+
+def turn_config(config: TurnConfig | None = None, **options: Any) -> TurnConfig:
+    """The configuration an entry point runs on: `config`, with any keyword `options`
+    over it. Bad or unknown options raise `ConfigurationError`."""
+    if config is not None and not isinstance(config, TurnConfig):
+        raise ConfigurationError(f"config must be a TurnConfig, got {config!r}")
+    try:
+        if config is None:
+            return TurnConfig(**options)
+        if not options:
+            return config
+        return TurnConfig(**{**option_values(config), **options})
+    except ValidationError as exc:
+        raise configuration_error(exc) from None
+
+
+def option_values(config: TurnConfig) -> dict[str, Any]:
+    """The options of `config` (or of anything carrying its fields, as `ChatTurnBoN`
+    does) by name, secrets still hidden."""
+    return {name: getattr(config, name) for name in TurnConfig.model_fields}
+
+
+def resolve_selector(
+    config: TurnConfig,
+    generator_model: str,
+    generator_kwargs: Mapping[str, Any],
+    client: LiteLLMClient,
+) -> Selector:
+    """The selector a turn runs. A model id becomes an `LLMSelector` on it; `None` an
+    `LLMSelector` on the generator's model that shares its endpoint (`CONNECTION_KEYS`
+    of `generator_kwargs`). A `Selector` instance that calls models is bound to
+    `client`, so the turn's limits bound it too, unless it was given a client of its own."""
+    selector = config.selector
+    if isinstance(selector, Selector):
+        bind_selector(selector, client)
+        return selector
+    if config.selector_kwargs is not None:
+        kwargs: dict[str, Any] | None = reveal_secrets(config.selector_kwargs)
+    elif selector is None:
+        kwargs = {k: v for k, v in generator_kwargs.items() if k in CONNECTION_KEYS}
+    else:
+        kwargs = None
+    return LLMSelector(
+        selector or generator_model, completion_kwargs=kwargs, client=client, seed=config.seed
+    )
+
+
+def configuration_error(exc: ValidationError) -> ConfigurationError:
+    """A `ConfigurationError` that names each bad option, what it got and what is
+    allowed. The values of `*_kwargs` are left out: they may hold a key."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "options"
+        if error["type"] == "extra_forbidden":
+            problems.append(f"{where} is not a turn option; the options are: {OPTION_NAMES}")
+        elif error["type"] == "value_error":  # our own validators name the option
+            problems.append(error["msg"].removeprefix("Value error, "))
+        else:
+            shown = "" if where.split(".")[0].endswith("_kwargs") else f", got {error['input']!r}"
+            problems.append(f"{where} {error['msg'].replace('Input should', 'must')}{shown}")
+    return ConfigurationError("; ".join(problems))
+
+
+def hide_secrets(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """`kwargs` with every secret (an API key, a header value) wrapped in `SecretStr`."""
+    hidden: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key in SECRET_KEYS and isinstance(value, str):
+            hidden[key] = SecretStr(value)
+        elif key in _HEADER_KEYS and isinstance(value, Mapping):
+            hidden[key] = {k: SecretStr(v) if isinstance(v, str) else v for k, v in value.items()}
+        else:
+            hidden[key] = value
+    return hidden
+
+
+def reveal_secrets(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a call sends: every `SecretStr` of `hide_secrets` unwrapped."""
+    revealed: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if isinstance(value, SecretStr):
+            revealed[key] = value.get_secret_value()
+        elif key in _HEADER_KEYS and isinstance(value, Mapping):
+            revealed[key] = {
+                k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in value.items()
+            }
+        else:
+            revealed[key] = value
+    return revealed
+
+
+OPTION_NAMES = ", ".join(TurnConfig.model_fields)
