@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from turnbon_graph.candidates import Candidate, canonical_action
     from turnbon_graph.chat_model import ChatTurnBoN
+    from turnbon_graph.config import TurnConfig
     from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, TurnBoNError
     from turnbon_graph.generate import ModelSpec
     from turnbon_graph.graph import TurnBoNState, create_turnbon_agent, create_turnbon_graph
@@ -47,6 +48,7 @@ _SOURCES = {
     "Candidate": "candidates",
     "canonical_action": "candidates",
     "ChatTurnBoN": "chat_model",
+    "TurnConfig": "config",
     "AllCandidatesFailedError": "errors",
     "ConfigurationError": "errors",
     "TurnBoNError": "errors",
@@ -105,6 +107,7 @@ __all__ = [
     "TraceSink",
     "TurnBoNError",
     "TurnBoNState",
+    "TurnConfig",
     "TurnEngine",
     "TurnRecord",
     "Usage",

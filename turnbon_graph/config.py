@@ -134,7 +134,8 @@ class TurnConfig(BaseModel):
     adaptive: AdaptiveN | None = Field(
         default=None,
         description=(
-            "`AdaptiveN(...)`: sample a small batch, commit the plurality action without a "
+            "`AdaptiveN(first_batch=2, step=2, threshold=0.75, mutating_tools=..., "
+            "mutating_min=4)`: sample a small batch, commit the plurality action without a "
             "selector call when enough candidates agree, else sample more up to `n` (TrACE "
             "at the turn level)"
         ),
