@@ -19,7 +19,6 @@ from turnbon_graph import (
     turn_record,
 )
 from turnbon_graph.records import RECORD_KEY, TurnRecord
-from turnbon_graph.turn import GeneratedTurn
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,
@@ -28,6 +27,7 @@ from turnbon_graph.testing import (
     is_selector_request,
     tool_call,
 )
+from turnbon_graph.turn import GeneratedTurn
 
 ASK = [HumanMessage("go")]
 
