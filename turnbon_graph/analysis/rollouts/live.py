@@ -1,0 +1,394 @@
+"""The live driver of branch rollouts: runs an episode paused before every `select`,
+forks it at the chosen turns, restores the paused checkpoint in each fork with one
+candidate forced, rolls out R times with the continuation policy and verifies."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from turnbon_graph.analysis.rollouts.budget import RolloutBudget, Spend
+from turnbon_graph.analysis.rollouts.models import (
+    BranchTurn,
+    CandidateValue,
+    Rollout,
+    RolloutOutcome,
+    RolloutReport,
+    SkippedRollout,
+    SkippedTurn,
+)
+from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
+
+if TYPE_CHECKING:  # analysis modules are read without paying for LangGraph
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import RunnableConfig
+
+    from turnbon_graph.candidates import Candidate
+    from turnbon_graph.records import TurnRecord
+    from turnbon_graph.turn import TurnEngine
+
+
+@runtime_checkable
+class ForkableEpisode(Episode, Protocol):
+    """An episode that can be copied mid-way: what branch rollouts need."""
+
+    async def fork(self) -> Episode:
+        """A new episode of the same task and verifier whose state (working directory)
+        is a copy of this one's; independent from then on, closed by the caller."""
+        ...
+
+
+def continuation_engine(engine: TurnEngine) -> TurnEngine:
+    """The default continuation policy: the episode's generator, one candidate a turn,
+    no selector call (what the plain agent would do from there)."""
+    from turnbon_graph.selectors.simple import FirstSelector
+    from turnbon_graph.turn import TurnEngine
+
+    return TurnEngine(
+        generator=engine.generator, selector=FirstSelector(), n=1, prompt=engine.prompt
+    )
+
+
+async def branch_rollouts(
+    environment: Environment,
+    engine: TurnEngine,
+    task: TaskSpec,
+    *,
+    trial: int = 0,
+    budget: RolloutBudget | None = None,
+    continuation: TurnEngine | None = None,
+    concurrency: int = 2,
+    spend: Spend | None = None,
+) -> RolloutReport:
+    """Runs one live episode of `task` with `engine` and branches at the budget's turns.
+
+    At a branched turn the episode pauses after `generate`; for each distinct action
+    among the candidates, R forks of the episode each restore the turn's checkpoint,
+    execute that action, continue with `continuation` (default: `continuation_engine`)
+    to the end, including any follow-up user messages, and are verified and closed.
+    Up to `concurrency` rollouts run at once. The main episode then continues with its
+    own selector, so its pick (and scores) are measured against the values.
+    """
+    from turnbon_graph.errors import ConfigurationError
+
+    budget = budget or RolloutBudget()
+    continuation = continuation or continuation_engine(engine)
+    spend = spend or Spend()
+    if concurrency < 1:
+        raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
+    started = time.monotonic()
+    episode = await environment.start(task, trial)
+    try:
+        if not isinstance(episode, ForkableEpisode):
+            raise ConfigurationError(
+                f"episodes of environment {environment.name!r} cannot be forked (they have "
+                "no async fork() method), so branch rollouts cannot copy them mid-way; "
+                "implement turnbon_graph.analysis.rollouts.ForkableEpisode"
+            )
+        run = _LiveRun(episode, engine, continuation, task, trial, budget, spend, concurrency)
+        await run.drive()
+    finally:
+        await episode.close()
+    return RolloutReport(
+        environment=environment.name,
+        task=task.id,
+        trial=trial,
+        selector=engine.selector.name,
+        n=engine.n,
+        continuation=(
+            f"{continuation.generator.label}, n={continuation.n}, "
+            f"selector={continuation.selector.name}"
+        ),
+        budget=budget,
+        outcome=run.outcome,
+        error=run.error,
+        main_turns=run.main_turns,
+        turns=run.branched,
+        skipped_turns=run.skipped_turns,
+        tokens=sum(r.tokens for t in run.branched for r in t.rollouts),
+        duration_s=round(time.monotonic() - started, 3),
+    )
+
+
+class _LiveRun:
+    """The main episode, paused before every `select`, and its branches."""
+
+    def __init__(
+        self,
+        episode: ForkableEpisode,
+        engine: TurnEngine,
+        continuation: TurnEngine,
+        task: TaskSpec,
+        trial: int,
+        budget: RolloutBudget,
+        spend: Spend,
+        concurrency: int,
+    ) -> None:
+        self.episode = episode
+        self.engine = engine
+        self.continuation = continuation
+        self.task = task
+        self.trial = trial
+        self.budget = budget
+        self.spend = spend
+        self.limit = asyncio.Semaphore(concurrency)
+        self.chosen = budget.chosen_turns(task, trial)
+        self.branched: list[BranchTurn] = []
+        self.skipped_turns: list[SkippedTurn] = []
+        self.outcome: RolloutOutcome = "agent_error"
+        self.error: str | None = None
+        self.main_turns = 0
+
+    async def drive(self) -> None:
+        from langchain_core.messages import HumanMessage
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from turnbon_graph.graph import agent_graph
+
+        # Paused before every select: the candidates are checkpointed and the tools have
+        # not yet run, so the working directory is as the turn saw it.
+        graph = agent_graph(
+            self.engine, list(self.episode.tools), max_turns=self.task.max_turns
+        ).compile(checkpointer=InMemorySaver(), interrupt_before=["select"])
+        config: RunnableConfig = {"configurable": {"thread_id": "main"}}
+        segments = [self.task.instruction, *self.task.follow_ups]
+        spent = 0.0  # the agent's time limit does not count the rollouts
+        try:
+            for position, text in enumerate(segments):
+                payload: dict[str, Any] | None = {"messages": [HumanMessage(text)]}
+                while True:
+                    begun = time.monotonic()
+                    async with asyncio.timeout(max(self.task.agent_timeout_s - spent, 0.0)):
+                        async for _ in graph.astream(payload, config):
+                            pass
+                    spent += time.monotonic() - begun
+                    payload = None
+                    snapshot = await graph.aget_state(config)
+                    if "select" not in snapshot.next:
+                        break
+                    await self._maybe_branch(snapshot, segments[position + 1 :])
+            self.outcome, self.error = await _verified(self.episode, self.task)
+        except TimeoutError:
+            self.outcome = "time_limit"
+            self.error = f"no result within {self.task.agent_timeout_s:g} s"
+        except Exception as exc:
+            self.outcome, self.error = _failure(exc)
+        final = await graph.aget_state(config)
+        records = _records(final.values.get("messages", []))
+        self.main_turns = len(records)
+        for branch in self.branched:
+            self._attach_pick(branch, records)
+        unreached = sorted(t for t in self.chosen or () if t > len(records))
+        self.skipped_turns += [
+            SkippedTurn(turn=t, reason=f"the episode ended after {len(records)} turns")
+            for t in unreached
+        ]
+
+    async def _maybe_branch(self, snapshot: Any, later: Sequence[str]) -> None:
+        from turnbon_graph.candidates import candidate_from_state, group_by_action
+
+        messages: list[BaseMessage] = list(snapshot.values["messages"])
+        number = len(_records(messages)) + 1
+        if self.chosen is not None and number not in self.chosen:
+            return
+        pending: dict[str, Any] = snapshot.values["turnbon_pending"]
+        candidates = [candidate_from_state(c) for c in pending["candidates"]]
+        ok = [c for c in candidates if c.ok]
+        groups = list(group_by_action(ok).values())
+        if len(groups) <= 1 and self.budget.skip_unanimous:
+            self.skipped_turns.append(SkippedTurn(turn=number, reason="unanimous"))
+            return
+        if (reason := self.spend.exhausted(self.budget)) is not None:
+            self.skipped_turns.append(SkippedTurn(turn=number, reason=reason))
+            return
+        branch = BranchTurn(
+            task=self.task.id,
+            trial=self.trial,
+            turn=number,
+            turn_id=pending["turn_id"],
+            checkpoint_id=snapshot.config.get("configurable", {}).get("checkpoint_id"),
+            candidates=[_candidate_value(c) for c in candidates],
+        )
+        leaders = [ok[g[0]] for g in groups]
+        leader_of = {ok[p].index: ok[g[0]].index for g in groups for p in g}
+        for value in branch.candidates:
+            if leader_of.get(value.index, value.index) != value.index:
+                value.shares_with = leader_of[value.index]
+        by_index = {c["index"]: c for c in pending["candidates"]}
+        jobs = [
+            self._job(branch, messages, pending, by_index[leader.index], repeat, later)
+            for repeat in range(self.budget.rollouts)
+            for leader in leaders
+        ]
+        await asyncio.gather(*jobs)
+        branch.rollouts.sort(key=lambda r: (r.candidate, r.repeat))
+        for value in branch.candidates:
+            source = value.index if value.shares_with is None else value.shares_with
+            done = [
+                r for r in branch.rollouts if r.candidate == source and r.outcome != "fork_error"
+            ]
+            if value.ok and done:
+                value.rollouts = len(done)
+                value.value = sum(r.passed for r in done) / len(done)
+        self.branched.append(branch)
+
+    async def _job(
+        self,
+        branch: BranchTurn,
+        messages: list[BaseMessage],
+        pending: dict[str, Any],
+        candidate: dict[str, Any],
+        repeat: int,
+        later: Sequence[str],
+    ) -> None:
+        async with self.limit:  # FIFO: the first repeat of every action starts first
+            if (reason := self.spend.exhausted(self.budget)) is not None:
+                branch.skipped.append(
+                    SkippedRollout(candidate=candidate["index"], repeat=repeat, reason=reason)
+                )
+                return
+            self.spend.rollouts += 1
+            rollout = await self._rollout(messages, pending, candidate, repeat, later)
+            self.spend.tokens += rollout.tokens
+            branch.rollouts.append(rollout)
+
+    async def _rollout(
+        self,
+        messages: list[BaseMessage],
+        pending: dict[str, Any],
+        candidate: dict[str, Any],
+        repeat: int,
+        later: Sequence[str],
+    ) -> Rollout:
+        from langchain_core.messages import HumanMessage
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from turnbon_graph.graph import agent_graph
+
+        started = time.monotonic()
+        index = candidate["index"]
+        try:
+            fork = await self.episode.fork()
+        except Exception as exc:
+            return Rollout(
+                candidate=index,
+                repeat=repeat,
+                outcome="fork_error",
+                error=f"{type(exc).__name__}: {exc}"[:2000],
+                duration_s=round(time.monotonic() - started, 3),
+            )
+        graph: Any = None
+        config: RunnableConfig = {"configurable": {"thread_id": f"rollout-{index}-{repeat}"}}
+        outcome: RolloutOutcome
+        error: str | None = None
+        try:
+            graph = agent_graph(
+                self.continuation, list(fork.tools), max_turns=self.task.max_turns
+            ).compile(checkpointer=InMemorySaver())
+            # The turn's checkpoint with only this candidate left: the select node then
+            # takes it without a selector call ("single") and the tools node executes it.
+            forced = {**pending, "candidates": [candidate], "rejected": 0, "committed": None}
+            await graph.aupdate_state(
+                config,
+                {
+                    "messages": [m.model_copy(deep=True) for m in messages],
+                    "turnbon_pending": forced,
+                },
+                as_node="generate",
+            )
+            async with asyncio.timeout(self.task.agent_timeout_s):
+                async for _ in graph.astream(None, config):
+                    pass
+                for text in later:
+                    async for _ in graph.astream({"messages": [HumanMessage(text)]}, config):
+                        pass
+            outcome, error = await _verified(fork, self.task)
+        except TimeoutError:
+            outcome, error = "time_limit", f"no result within {self.task.agent_timeout_s:g} s"
+        except Exception as exc:
+            outcome, error = _failure(exc)
+        finally:
+            await fork.close()
+        after: list[TurnRecord] = []
+        if graph is not None:
+            state = await graph.aget_state(config)
+            # The forced turn's record carries the candidate's own usage, paid by the
+            # main episode: only the turns after it are the rollout's.
+            after = _records(state.values.get("messages", []))[len(_records(messages)) + 1 :]
+        return Rollout(
+            candidate=index,
+            repeat=repeat,
+            outcome=outcome,
+            turns=len(after),
+            tokens=sum(
+                r.usage.generator.total_tokens + r.usage.selector.total_tokens for r in after
+            ),
+            duration_s=round(time.monotonic() - started, 3),
+            error=error,
+        )
+
+    def _attach_pick(self, branch: BranchTurn, records: list[TurnRecord]) -> None:
+        """The main episode's choice at the branched turn, its scores, then the measures."""
+        if branch.turn <= len(records):
+            record = records[branch.turn - 1]
+            branch.selector = record.selector
+            notes = []
+            if record.synthesized is not None:
+                notes.append("the selector executed an action it wrote: realised is undefined")
+            elif record.resamples:
+                notes.append(
+                    "the selector rejected every candidate and picked from a fresh batch: "
+                    "realised is undefined"
+                )
+            else:
+                branch.picked = record.selected_index
+            if record.scores is not None and not record.resamples:
+                by_index = dict(
+                    zip((c.index for c in record.candidates), record.scores, strict=True)
+                )
+                for value in branch.candidates:
+                    value.score = by_index.get(value.index)
+            branch.note = "; ".join(notes) or None
+        else:
+            branch.note = "the main episode stopped before its selector chose"
+        branch.measure()
+
+
+def _candidate_value(candidate: Candidate) -> CandidateValue:
+    from turnbon_graph.analysis.trajectories import dumps_action
+
+    record = candidate.to_record()
+    return CandidateValue(
+        index=candidate.index,
+        action=dumps_action(record.tool_calls, record.content)
+        if candidate.ok
+        else f"(failed: {candidate.error})",
+        ok=candidate.ok,
+    )
+
+
+def _records(messages: Sequence[BaseMessage]) -> list[TurnRecord]:
+    from turnbon_graph.turn import turn_record
+
+    return [r for m in messages if (r := turn_record(m)) is not None]
+
+
+async def _verified(episode: Episode, task: TaskSpec) -> tuple[RolloutOutcome, str | None]:
+    """The verifier's verdict as an outcome, as the runner reads it."""
+    verdict = await asyncio.wait_for(episode.verify(), task.verifier_timeout_s)
+    if verdict.error:
+        return "agent_error", f"verifier: {verdict.error}"
+    return ("pass" if verdict.passed else "wrong_submission"), None
+
+
+def _failure(exc: BaseException) -> tuple[RolloutOutcome, str]:
+    """As the runner classifies it: context overflow, else an agent error."""
+    text = f"{type(exc).__name__} {exc}"
+    lowered = text.lower()
+    overflow = ("contextwindowexceeded", "context length", "context window")
+    outcome: RolloutOutcome = (
+        "out_of_context" if any(k in lowered for k in overflow) else "agent_error"
+    )
+    return outcome, f"{type(exc).__name__}: {exc}"[:2000]

@@ -1,0 +1,210 @@
+"""The records of branch rollouts (one `RolloutReport` per episode, its `BranchTurn`s,
+their candidates' values and rollouts) and their JSON-lines file in the run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from turnbon_graph.analysis.rollouts.budget import RolloutBudget
+from turnbon_graph.analysis.rollouts.statistics import RolloutSummary, headroom, spearman, summarise
+
+ROLLOUTS_FILE = "rollouts.jsonl"
+"""One line per episode (a `RolloutReport`) in the run folder."""
+
+RolloutOutcome = Literal[
+    "pass", "wrong_submission", "out_of_context", "time_limit", "agent_error", "fork_error"
+]
+"""How a rollout (or the main episode) ended: the runner's outcomes, and `fork_error`
+when the episode could not be copied (not counted in a value: not the action's fault)."""
+
+
+class Rollout(BaseModel):
+    """One continuation from a forced candidate to the verifier."""
+
+    candidate: int
+    """The candidate forced (the first of those proposing the same action)."""
+    repeat: int
+    outcome: RolloutOutcome
+    turns: int = 0
+    """Turns taken after the forced one."""
+    tokens: int = 0
+    """Tokens of the continuation's calls (the forced candidate's own are not counted)."""
+    duration_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "pass"
+
+
+class SkippedRollout(BaseModel):
+    candidate: int
+    repeat: int
+    reason: str
+
+
+class CandidateValue(BaseModel):
+    """One candidate of a branched turn: its action, estimated value and score."""
+
+    index: int
+    action: str
+    value: float | None = None
+    """Mean verifier pass over its rollouts; None: failed candidate or no rollout ran."""
+    rollouts: int = 0
+    """Rollouts that count toward the value (fork errors and skips do not)."""
+    shares_with: int | None = None
+    """The candidate whose rollouts it shares (same action), or None."""
+    score: float | None = None
+    ok: bool = True
+
+
+class BranchTurn(BaseModel):
+    """One branched turn: every candidate's value, the pick, and the measures."""
+
+    task: str
+    trial: int
+    turn: int
+    """1-based position of the turn in its episode."""
+    turn_id: str
+    checkpoint_id: str | None = None
+    """The main graph's checkpoint the rollouts were restored from."""
+    candidates: list[CandidateValue]
+    picked: int | None = None
+    """The index the main episode's selector picked; None if the episode stopped first."""
+    selector: str | None = None
+    oracle: float | None = None
+    realised: float | None = None
+    mu: float | None = None
+    h: float | None = None
+    rho_v: float | None = None
+    complete: bool = False
+    """Every successful candidate has a value (no budget skip): only complete turns
+    enter the aggregates, since oracle and mu over part of the pool are biased."""
+    note: str | None = None
+    rollouts: list[Rollout] = Field(default_factory=list)
+    skipped: list[SkippedRollout] = Field(default_factory=list)
+
+    @property
+    def values(self) -> list[float | None]:
+        return [c.value for c in self.candidates]
+
+    @property
+    def scores(self) -> list[float | None]:
+        return [c.score for c in self.candidates]
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One row per candidate, for a DataFrame."""
+        return [
+            {
+                "task": self.task,
+                "trial": self.trial,
+                "turn": self.turn,
+                "candidate": c.index,
+                "action": c.action,
+                "value": c.value,
+                "rollouts": c.rollouts,
+                "score": c.score,
+                "picked": c.index == self.picked,
+                "best": c.value is not None and c.value == self.oracle,
+            }
+            for c in self.candidates
+        ]
+
+    def measure(self) -> None:
+        """Fills oracle, realised, mu, h, rho_v and complete from values, pick and scores."""
+        pool = [c for c in self.candidates if c.ok]
+        valued = [c.value for c in pool if c.value is not None]
+        self.complete = bool(pool) and len(valued) == len(pool)
+        if not valued:
+            return
+        self.oracle = max(valued)
+        self.mu = sum(valued) / len(valued)
+        chosen = next((c for c in pool if c.index == self.picked), None)
+        self.realised = chosen.value if chosen is not None else None
+        self.h = headroom(self.realised, self.oracle, self.mu)
+        pairs = [(c.score, c.value) for c in pool if c.score is not None and c.value is not None]
+        self.rho_v = spearman([s for s, _ in pairs], [v for _, v in pairs])
+
+
+class SkippedTurn(BaseModel):
+    turn: int
+    reason: str
+
+
+class RolloutReport(BaseModel):
+    """One episode's branch rollouts: the main episode's outcome and the branched turns."""
+
+    environment: str
+    task: str
+    trial: int
+    selector: str
+    n: int
+    continuation: str
+    budget: RolloutBudget
+    outcome: RolloutOutcome
+    """How the main episode (its own selector's picks) ended."""
+    error: str | None = None
+    main_turns: int = 0
+    turns: list[BranchTurn] = Field(default_factory=list)
+    skipped_turns: list[SkippedTurn] = Field(default_factory=list)
+    tokens: int = 0
+    """Tokens the rollouts of this episode spent."""
+    duration_s: float = 0.0
+
+    @property
+    def summary(self) -> RolloutSummary:
+        return summarise(self.turns)
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One row per branched turn, for a DataFrame."""
+        return [
+            {
+                "environment": self.environment,
+                "task": self.task,
+                "trial": self.trial,
+                "selector": self.selector,
+                "n": self.n,
+                "episode_passed": self.outcome == "pass",
+                "turn": t.turn,
+                "picked": t.picked,
+                "oracle": t.oracle,
+                "realised": t.realised,
+                "mu": t.mu,
+                "h": t.h,
+                "rho_v": t.rho_v,
+                "complete": t.complete,
+                "rollouts": len(t.rollouts),
+                "skipped_rollouts": len(t.skipped),
+            }
+            for t in self.turns
+        ]
+
+    def candidate_rows(self) -> list[dict[str, Any]]:
+        """One row per candidate of every branched turn, for a DataFrame."""
+        return [
+            {"selector": self.selector, "n": self.n, **row}
+            for t in self.turns
+            for row in t.to_rows()
+        ]
+
+
+# ---------------------------------------------------------------------------- storage
+
+
+def write_report(run: str | Path, report: RolloutReport) -> Path:
+    """Appends the report to RUN/rollouts.jsonl; returns the file's path."""
+    from turnbon_graph.bench.runs import append_line
+
+    path = Path(run) / ROLLOUTS_FILE
+    append_line(path, report.model_dump_json())
+    return path
+
+
+def read_reports(run: str | Path) -> list[RolloutReport]:
+    """Every report in RUN/rollouts.jsonl (a torn last line, from a kill, is skipped)."""
+    from turnbon_graph.bench.runs import read_lines
+
+    return read_lines(Path(run) / ROLLOUTS_FILE, RolloutReport)
