@@ -43,11 +43,14 @@ class ForkableEpisode(Episode, Protocol):
 def continuation_engine(engine: TurnEngine) -> TurnEngine:
     """The default continuation policy: the episode's generator, one candidate a turn,
     no selector call (what the plain agent would do from there)."""
+    from turnbon_graph.config import TurnConfig
     from turnbon_graph.selectors.simple import FirstSelector
     from turnbon_graph.turn import TurnEngine
 
     return TurnEngine(
-        generator=engine.generator, selector=FirstSelector(), n=1, prompt=engine.prompt
+        generator=engine.generator,
+        selector=FirstSelector(),
+        config=TurnConfig(n=1, prompt=engine.config.prompt),
     )
 
 
@@ -96,9 +99,9 @@ async def branch_rollouts(
         task=task.id,
         trial=trial,
         selector=engine.selector.name,
-        n=engine.n,
+        n=engine.config.n,
         continuation=(
-            f"{continuation.generator.label}, n={continuation.n}, "
+            f"{continuation.generator.label}, n={continuation.config.n}, "
             f"selector={continuation.selector.name}"
         ),
         budget=budget,
