@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, Field
 
-from turnbon_graph.candidates import Candidate
+from turnbon_graph.candidates import Candidate, fallback_choice
 from turnbon_graph.records import Usage
 
 
@@ -53,3 +53,10 @@ class Selector(Protocol):
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection: ...
+
+
+def fall_back(candidates: Sequence[Candidate], why: str, **fields: Any) -> Selection:
+    """The choice when a selector's own answer cannot be had: majority vote when one
+    action has a strict plurality, else the first candidate; `fallback` says why."""
+    index, rule = fallback_choice(candidates)
+    return Selection(index=index, fallback=f"{why}; fell back to {rule}", **fields)

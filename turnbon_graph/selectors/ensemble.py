@@ -14,13 +14,14 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from turnbon_graph.candidates import Candidate, fallback_choice
+from turnbon_graph.candidates import Candidate
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
-from turnbon_graph.selectors.base import Selection
+from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.llm import NONE_ACCEPTABLE, LLMSelector, as_llm_selector
-from turnbon_graph.selectors.prompting import gather_all, seeded_order
+from turnbon_graph.selectors.model_call import gather_all
+from turnbon_graph.selectors.prompting import seeded_order
 
 
 class EnsembleSelector:
@@ -125,11 +126,8 @@ class EnsembleSelector:
             "permutation": [candidates[p].index for p in orders[0]],
         }
         if not tally and not rejections:
-            index, rule = fallback_choice(candidates)
             first = next(a.error for a in asked if a.error)
-            return Selection(
-                index=index, fallback=f"no judge answered ({first}); fell back to {rule}", **common
-            )
+            return fall_back(candidates, f"no judge answered ({first})", **common)
         best = max(tally.values(), default=0)
         if rejections > best:
             return Selection(index=0, none_acceptable=True, **common)

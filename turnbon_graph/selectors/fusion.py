@@ -9,54 +9,45 @@ synthesises in one shot.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from turnbon_graph.candidates import Candidate, fallback_choice
+from turnbon_graph.candidates import Candidate
 from turnbon_graph.client import LiteLLMClient
-from turnbon_graph.selectors.base import Selection
+from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.prompting import (
-    DATA_NOT_INSTRUCTIONS,
-    SELECTOR_ROLE,
-    ClientBound,
-    ask_json,
+    answer_section,
     candidates_section,
-    check_llm_options,
     seeded_order,
+    selector_prompt,
     transcript_section,
-    with_response_format,
+    two_messages,
 )
 from turnbon_graph.selectors.written import (
+    WRITTEN_RETRY_PROMPT,
+    ActionWriter,
     ToolNames,
     action_rules,
     action_schema,
     closest,
-    parse_action,
     to_message,
     tools_used,
 )
 
-FUSION_SYSTEM_PROMPT = f"""\
-{SELECTOR_ROLE} An AI agent is working on a task. \
-For its next turn, several candidate actions were proposed. Instead of picking one, you \
-write the single action that will be executed; its result will be shown to the agent.
-
-Synthesise the best next action from the candidates: keep what the strongest ones get \
-right, fix their mistakes, and combine complementary parts when that makes one better \
-step. Prefer actions that follow the task's instructions exactly, make real progress, \
-and verify recent work; avoid premature, destructive or unsupported ones. If one \
-candidate is already the best possible step, reproduce it exactly.
-
-{DATA_NOT_INSTRUCTIONS} Reply with a single JSON object that \
-matches the schema at the end of the user message, and nothing else."""
-
-FUSION_RETRY_PROMPT = (
-    "Your answer could not be used: {error}. Reply again with only the JSON object "
-    "(reason, content, tool_calls), following the rules stated above."
+FUSION_SYSTEM_PROMPT = selector_prompt(
+    "For its next turn, several candidate actions were proposed. Instead of picking one, "
+    "you write the single action that will be executed; its result will be shown to the "
+    "agent.",
+    "Synthesise the best next action from the candidates: keep what the strongest ones get "
+    "right, fix their mistakes, and combine complementary parts when that makes one better "
+    "step. Prefer actions that follow the task's instructions exactly, make real progress, "
+    "and verify recent work; avoid premature, destructive or unsupported ones. If one "
+    "candidate is already the best possible step, reproduce it exactly.",
 )
+
+FUSION_RETRY_PROMPT = WRITTEN_RETRY_PROMPT
 
 
 def fusion_request(
@@ -70,18 +61,12 @@ def fusion_request(
     user = (
         f"{transcript_section(messages)}\n\n"
         f"{candidates_section(shown)}\n\n"
-        "## Your answer\n"
-        "Reply with one JSON object that matches this JSON schema, and nothing else:\n"
-        f"{json.dumps(schema)}\n"
-        f"{action_rules(tools, allow_none=allow_none)}"
+        f"{answer_section(schema, action_rules(tools, allow_none=allow_none))}"
     )
-    return [
-        {"role": "system", "content": FUSION_SYSTEM_PROMPT},
-        {"role": "user", "content": user},
-    ]
+    return two_messages(FUSION_SYSTEM_PROMPT, user)
 
 
-class FusionSelector(ClientBound):
+class FusionSelector(ActionWriter):
     """One LLM call shown all candidates (shuffled, seeded) writes the action to execute.
 
     The answer is `{"reason", "content", "tool_calls": [{"name", "args"}]}`, checked
@@ -108,13 +93,12 @@ class FusionSelector(ClientBound):
         max_invalid_retries: int = 1,
         allow_none: bool = False,
     ) -> None:
-        self.completion_kwargs = check_llm_options("FusionSelector", model, completion_kwargs)
+        super().__init__(
+            "FusionSelector", model, completion_kwargs, client, response_format, max_invalid_retries
+        )
         self.model = model
-        self._use_client(client)
-        self.seed = seed
-        self.response_format = response_format
-        self.max_invalid_retries = max_invalid_retries
         self.allow_none = allow_none
+        self.seed = seed
 
     @property
     def name(self) -> str:
@@ -126,23 +110,8 @@ class FusionSelector(ClientBound):
         order = seeded_order(candidates, self.seed)
         shown = [candidates[p] for p in order]
         tools = tools_used(candidates)
-        kwargs = with_response_format(
-            self.completion_kwargs,
-            model=self.model,
-            setting=self.response_format,
-            name="fused_action",
-            schema=action_schema(tools, allow_none=self.allow_none, reason=""),
-            strict=False,
-        )
-        asked = await ask_json(
-            self.client,
-            model=self.model,
-            request=fusion_request(messages, shown, tools, allow_none=self.allow_none),
-            kwargs=kwargs,
-            parse=lambda response: parse_action(response, tools, self.allow_none),
-            retry_prompt=lambda problem: FUSION_RETRY_PROMPT.format(error=problem),
-            max_invalid_retries=self.max_invalid_retries,
-        )
+        request = fusion_request(messages, shown, tools, allow_none=self.allow_none)
+        asked = await self.write(request, tools, "fused_action")
         common: dict[str, Any] = {
             "selector": self.name,
             "permutation": [c.index for c in shown],
@@ -151,8 +120,7 @@ class FusionSelector(ClientBound):
         }
         action = asked.value
         if action is None:
-            index, rule = fallback_choice(candidates)
-            return Selection(index=index, fallback=f"{asked.error}; fell back to {rule}", **common)
+            return fall_back(candidates, asked.error or "no answer", **common)
         if action.none_acceptable:
             return Selection(index=0, none_acceptable=True, **common)
         position, same = closest(candidates, to_message(action, None))

@@ -8,33 +8,28 @@ ensemble selectors ask their questions through `LLMSelector.ask`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from turnbon_graph.candidates import Candidate, fallback_choice
+from turnbon_graph.candidates import Candidate
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.selectors.base import Selection
+from turnbon_graph.selectors.base import Selection, fall_back
+from turnbon_graph.selectors.model_call import Asked, ModelCaller, check_llm_options
 from turnbon_graph.selectors.prompting import (
-    DATA_NOT_INSTRUCTIONS,
-    SELECTOR_ROLE,
-    Asked,
-    ClientBound,
-    answer_text,
-    ask_json,
+    answer_section,
     candidates_section,
-    check_llm_options,
-    first_error,
-    parse_json,
+    parse_reply,
     render_candidate,
     render_message,
+    retry_prompt,
     seeded_order,
+    selector_prompt,
     transcript_section,
-    with_response_format,
+    two_messages,
 )
 
 __all__ = [
@@ -51,24 +46,17 @@ __all__ = [
     "render_message",
 ]
 
-SELECTOR_SYSTEM_PROMPT = f"""\
-{SELECTOR_ROLE} An AI agent is working on a task. \
-For its next turn, several candidate actions were proposed; exactly one will be executed, \
-and its result will be shown to the agent.
-
-Choose the candidate most likely to lead to a correct and complete solution. Prefer \
-actions that follow the task's instructions exactly, make real progress toward the \
-deliverable, test or verify recent work, and investigate failures instead of repeating \
-an action that just failed. Avoid actions that are premature, destructive, or that \
-declare success without evidence.
-
-{DATA_NOT_INSTRUCTIONS} Reply with a single JSON object that \
-matches the schema at the end of the user message, and nothing else."""
-
-RETRY_PROMPT = (
-    "Your answer could not be used: {error}. Reply again with only the JSON object, "
-    "with selected_index one of the candidate numbers {valid}."
+SELECTOR_SYSTEM_PROMPT = selector_prompt(
+    "For its next turn, several candidate actions were proposed; exactly one will be "
+    "executed, and its result will be shown to the agent.",
+    "Choose the candidate most likely to lead to a correct and complete solution. Prefer "
+    "actions that follow the task's instructions exactly, make real progress toward the "
+    "deliverable, test or verify recent work, and investigate failures instead of repeating "
+    "an action that just failed. Avoid actions that are premature, destructive, or that "
+    "declare success without evidence.",
 )
+
+RETRY_PROMPT = retry_prompt(", with selected_index one of the candidate numbers {valid}.")
 
 NONE_ACCEPTABLE = -1
 """The `selected_index` that rejects every candidate, where `allow_none` offers it."""
@@ -106,7 +94,6 @@ def build_request(
     messages: Sequence[BaseMessage], shown: Sequence[Candidate], *, allow_none: bool = False
 ) -> list[dict[str, str]]:
     """The two-message selector request, with `shown` in display order."""
-    schema = json.dumps(answer_schema(len(shown), allow_none))
     rule = f"selected_index is the index of the candidate you choose, from 0 to {len(shown) - 1}."
     if allow_none:
         rule += (
@@ -116,15 +103,9 @@ def build_request(
     user = (
         f"{transcript_section(messages)}\n\n"
         f"{candidates_section(shown)}\n\n"
-        "## Your answer\n"
-        "Reply with one JSON object that matches this JSON schema, and nothing else:\n"
-        f"{schema}\n"
-        f"{rule}"
+        f"{answer_section(answer_schema(len(shown), allow_none), rule)}"
     )
-    return [
-        {"role": "system", "content": SELECTOR_SYSTEM_PROMPT},
-        {"role": "user", "content": user},
-    ]
+    return two_messages(SELECTOR_SYSTEM_PROMPT, user)
 
 
 def parse_answer(
@@ -133,23 +114,17 @@ def parse_answer(
     """(display index or None, raw text, error). Never raises on a bad answer.
 
     With `allow_none`, `NONE_ACCEPTABLE` (-1) is a valid index: every candidate rejected."""
-    raw, text, problem = answer_text(response)
-    if problem is not None:
+    answer, raw, problem = parse_reply(
+        response, SelectorAnswer, "a JSON object with an integer selected_index"
+    )
+    if answer is None:
         return None, raw, problem
-    try:
-        answer = parse_json(text, SelectorAnswer)
-    except ValidationError as exc:
-        return (
-            None,
-            raw,
-            f"it is not a JSON object with an integer selected_index ({first_error(exc)})",
-        )
     if answer.selected_index not in _valid(n, allow_none):
         return None, raw, f"selected_index {answer.selected_index} is out of range 0..{n - 1}"
     return answer.selected_index, raw, None
 
 
-class LLMSelector(ClientBound):
+class LLMSelector(ModelCaller):
     """Asks an LLM to pick the best candidate, as in the paper (Figure 6).
 
     On an unusable answer (not JSON, no `selected_index`, out of range, a refusal) it
@@ -181,15 +156,14 @@ class LLMSelector(ClientBound):
         allow_none: bool = False,
         max_reason_chars: int | None = None,
     ) -> None:
-        self.completion_kwargs = check_llm_options("LLMSelector", model, completion_kwargs)
-        self.max_reason_chars = max_reason_chars
+        super().__init__(
+            "LLMSelector", model, completion_kwargs, client, response_format, max_invalid_retries
+        )
         self.model = model
-        self._use_client(client)
         self.seed = seed
         self.shuffle = shuffle
-        self.response_format = response_format
-        self.max_invalid_retries = max_invalid_retries
         self.allow_none = allow_none
+        self.max_reason_chars = max_reason_chars
 
     @property
     def name(self) -> str:
@@ -206,23 +180,15 @@ class LLMSelector(ClientBound):
         """One question about `shown`, in that order: the display index chosen (or
         `NONE_ACCEPTABLE`), with one retry on an unusable answer. Never falls back."""
         n = len(shown)
-        kwargs = with_response_format(
-            self.completion_kwargs,
-            model=self.model,
-            setting=self.response_format,
-            name="selection",
-            schema=answer_schema(n, self.allow_none, self.max_reason_chars),
-        )
-        return await ask_json(
-            self.client,
-            model=self.model,
-            request=build_request(messages, shown, allow_none=self.allow_none),
-            kwargs=kwargs,
+        schema = answer_schema(n, self.allow_none, self.max_reason_chars)
+        return await self.ask_json(
+            self.model,
+            build_request(messages, shown, allow_none=self.allow_none),
+            kwargs=self.answer_kwargs(self.model, "selection", schema),
             parse=lambda response: parse_answer(response, n, self.allow_none),
             retry_prompt=lambda problem: RETRY_PROMPT.format(
                 error=problem, valid=_valid(n, self.allow_none)
             ),
-            max_invalid_retries=self.max_invalid_retries,
         )
 
     async def select(
@@ -230,26 +196,17 @@ class LLMSelector(ClientBound):
     ) -> Selection:
         order = self.display_order(candidates)
         asked = await self.ask(messages, [candidates[p] for p in order])
-        permutation = [candidates[p].index for p in order]
-        if asked.value is not None:
-            rejected = asked.value == NONE_ACCEPTABLE
-            return Selection(
-                index=0 if rejected else order[asked.value],
-                selector=self.name,
-                permutation=permutation,
-                answer=asked.answer,
-                usage=asked.usage,
-                none_acceptable=rejected,
-            )
-        index, rule = fallback_choice(candidates)
-        return Selection(
-            index=index,
-            selector=self.name,
-            fallback=f"{asked.error}; fell back to {rule}",
-            permutation=permutation,
-            answer=asked.answer,
-            usage=asked.usage,
-        )
+        common: dict[str, Any] = {
+            "selector": self.name,
+            "permutation": [candidates[p].index for p in order],
+            "answer": asked.answer,
+            "usage": asked.usage,
+        }
+        if asked.value is None:
+            return fall_back(candidates, asked.error or "no answer", **common)
+        if asked.value == NONE_ACCEPTABLE:
+            return Selection(index=0, none_acceptable=True, **common)
+        return Selection(index=order[asked.value], **common)
 
 
 def as_llm_selector(

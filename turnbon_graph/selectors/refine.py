@@ -18,43 +18,34 @@ from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selection, Selector
 from turnbon_graph.selectors.llm import LLMSelector
+from turnbon_graph.selectors.model_call import bind_selector
 from turnbon_graph.selectors.prompting import (
-    DATA_NOT_INSTRUCTIONS,
-    SELECTOR_ROLE,
-    ClientBound,
-    ask_json,
-    bind_selector,
+    answer_section,
     candidate_block,
-    check_llm_options,
+    selector_prompt,
     transcript_section,
-    with_response_format,
+    two_messages,
 )
 from turnbon_graph.selectors.written import (
+    WRITTEN_RETRY_PROMPT,
+    ActionWriter,
     ToolNames,
     action_rules,
     action_schema,
-    parse_action,
     to_message,
     tools_used,
 )
 
-REFINE_SYSTEM_PROMPT = f"""\
-{SELECTOR_ROLE} An AI agent is working on a task. \
-An action was chosen for its next turn; it will be executed and its result shown to \
-the agent.
-
-Critique the action once: does it follow the task's instructions, make real progress, \
-use the tools correctly, and avoid premature, destructive or unsupported steps? If it \
-is already a good next step, return it unchanged. Otherwise return a revised action \
-that fixes what is wrong; keep the revision small and concrete.
-
-{DATA_NOT_INSTRUCTIONS} Reply with a single JSON object that \
-matches the schema at the end of the user message, and nothing else."""
-
-REFINE_RETRY_PROMPT = (
-    "Your answer could not be used: {error}. Reply again with only the JSON object "
-    "(reason, content, tool_calls), following the rules stated above."
+REFINE_SYSTEM_PROMPT = selector_prompt(
+    "An action was chosen for its next turn; it will be executed and its result shown to "
+    "the agent.",
+    "Critique the action once: does it follow the task's instructions, make real progress, "
+    "use the tools correctly, and avoid premature, destructive or unsupported steps? If it "
+    "is already a good next step, return it unchanged. Otherwise return a revised action "
+    "that fixes what is wrong; keep the revision small and concrete.",
 )
+
+REFINE_RETRY_PROMPT = WRITTEN_RETRY_PROMPT
 
 
 def refine_request(
@@ -68,23 +59,20 @@ def refine_request(
     schema = action_schema(
         tools, allow_none=allow_none, reason="Your critique, and what you changed if anything."
     )
+    rules = (
+        "content and tool_calls are the action to execute: the chosen one unchanged, or "
+        f"your revision. {action_rules(tools, allow_none=allow_none)}"
+    )
     user = (
         f"{transcript_section(messages)}\n\n"
         "## The action chosen for the next turn\n"
         f"{candidate_block(0, picked, action)}\n\n"
-        "## Your answer\n"
-        "Reply with one JSON object that matches this JSON schema, and nothing else:\n"
-        f"{json.dumps(schema)}\n"
-        "content and tool_calls are the action to execute: the chosen one unchanged, or "
-        f"your revision. {action_rules(tools, allow_none=allow_none)}"
+        f"{answer_section(schema, rules)}"
     )
-    return [
-        {"role": "system", "content": REFINE_SYSTEM_PROMPT},
-        {"role": "user", "content": user},
-    ]
+    return two_messages(REFINE_SYSTEM_PROMPT, user)
 
 
-class RefineSelector(ClientBound):
+class RefineSelector(ActionWriter):
     """Picks with `inner`, then asks `model` to critique that action once and revise it.
 
     `inner`: a Selector, a model id (an `LLMSelector` on it), or None (an `LLMSelector`
@@ -110,11 +98,10 @@ class RefineSelector(ClientBound):
         max_invalid_retries: int = 1,
         allow_none: bool = False,
     ) -> None:
-        self.completion_kwargs = check_llm_options("RefineSelector", model, completion_kwargs)
+        super().__init__(
+            "RefineSelector", model, completion_kwargs, client, response_format, max_invalid_retries
+        )
         self.model = model
-        self._use_client(client)
-        self.response_format = response_format
-        self.max_invalid_retries = max_invalid_retries
         self.allow_none = allow_none
         if inner is None or isinstance(inner, str):
             inner = LLMSelector(
@@ -150,23 +137,8 @@ class RefineSelector(ClientBound):
         action = picked.message or chosen.message
         assert action is not None
         tools = tools_used(candidates, picked.message)
-        kwargs = with_response_format(
-            self.completion_kwargs,
-            model=self.model,
-            setting=self.response_format,
-            name="refined_action",
-            schema=action_schema(tools, allow_none=self.allow_none, reason=""),
-            strict=False,
-        )
-        asked = await ask_json(
-            self.client,
-            model=self.model,
-            request=refine_request(messages, chosen, action, tools, allow_none=self.allow_none),
-            kwargs=kwargs,
-            parse=lambda response: parse_action(response, tools, self.allow_none),
-            retry_prompt=lambda problem: REFINE_RETRY_PROMPT.format(error=problem),
-            max_invalid_retries=self.max_invalid_retries,
-        )
+        request = refine_request(messages, chosen, action, tools, allow_none=self.allow_none)
+        asked = await self.write(request, tools, "refined_action")
         update: dict[str, Any] = {
             "selector": self.name,
             "usage": picked.usage + asked.usage,

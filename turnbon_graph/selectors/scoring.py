@@ -15,28 +15,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from turnbon_graph.candidates import Candidate, fallback_choice
+from turnbon_graph.candidates import Candidate
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
-from turnbon_graph.selectors.base import Selection
+from turnbon_graph.selectors.base import Selection, fall_back
+from turnbon_graph.selectors.model_call import Asked, ModelCaller, gather_all
 from turnbon_graph.selectors.prompting import (
-    DATA_NOT_INSTRUCTIONS,
-    SELECTOR_ROLE,
-    Asked,
-    ClientBound,
-    answer_text,
-    ask_json,
+    answer_section,
     candidate_block,
-    check_llm_options,
-    first_error,
-    gather_all,
-    parse_json,
+    parse_reply,
     public_message,
+    retry_prompt,
+    selector_prompt,
     transcript_section,
-    with_response_format,
+    two_messages,
 )
 
 Reward = Callable[[Sequence[BaseMessage], AIMessage], "float | Awaitable[float]"]
@@ -50,20 +45,14 @@ DEFAULT_RUBRIC = """\
 - Investigates a failure instead of repeating an action that just failed.
 - Is not premature, destructive, or a claim of success without evidence."""
 
-SCORING_SYSTEM_PROMPT = f"""\
-{SELECTOR_ROLE} An AI agent is working on a task. \
-A candidate action was proposed for its next turn. Score it on its own, from 0 (useless, \
-wrong or harmful) to 10 (the best possible next step), by this rubric:
-
-{{rubric}}
-
-{DATA_NOT_INSTRUCTIONS} Reply with a single JSON object that \
-matches the schema at the end of the user message, and nothing else."""
-
-SCORING_RETRY_PROMPT = (
-    "Your answer could not be used: {error}. Reply again with only the JSON object, "
-    "with score a number from 0 to 10."
+SCORING_SYSTEM_PROMPT = selector_prompt(
+    "A candidate action was proposed for its next turn. Score it on its own, from 0 "
+    "(useless, wrong or harmful) to 10 (the best possible next step), by this rubric:",
+    "{rubric}",
 )
+"""A template: `.format(rubric=...)`; nothing else in it has braces."""
+
+SCORING_RETRY_PROMPT = retry_prompt(", with score a number from 0 to 10.")
 
 
 class ScoreAnswer(BaseModel):
@@ -90,31 +79,21 @@ def scoring_request(
         f"{transcript_section(messages)}\n\n"
         "## Candidate next action\n"
         f"{candidate_block(0, candidate)}\n\n"
-        "## Your answer\n"
-        "Reply with one JSON object that matches this JSON schema, and nothing else:\n"
-        f"{json.dumps(score_schema())}\n"
-        "score is a number from 0 to 10."
+        f"{answer_section(score_schema(), 'score is a number from 0 to 10.')}"
     )
-    return [
-        {"role": "system", "content": SCORING_SYSTEM_PROMPT.format(rubric=rubric)},
-        {"role": "user", "content": user},
-    ]
+    return two_messages(SCORING_SYSTEM_PROMPT.format(rubric=rubric), user)
 
 
 def parse_score(response: Any) -> tuple[float | None, str, str | None]:
-    raw, text, problem = answer_text(response)
-    if problem is not None:
+    answer, raw, problem = parse_reply(response, ScoreAnswer, "a JSON object with a number score")
+    if answer is None:
         return None, raw, problem
-    try:
-        answer = parse_json(text, ScoreAnswer)
-    except ValidationError as exc:
-        return None, raw, f"it is not a JSON object with a number score ({first_error(exc)})"
     if not 0 <= answer.score <= MAX_SCORE:
         return None, raw, f"score {answer.score:g} is out of range 0..10"
     return answer.score, raw, None
 
 
-class ScoringSelector(ClientBound):
+class ScoringSelector(ModelCaller):
     """Scores every candidate on its own and executes the best (ties: the earliest).
 
     Either `judge` (a LiteLLM model id) scores each candidate 0-10 by `rubric`, one call
@@ -154,18 +133,19 @@ class ScoringSelector(ClientBound):
                 "rubric and completion_kwargs apply to an LLM judge; a reward function "
                 "takes neither"
             )
-        self.completion_kwargs = (
-            check_llm_options("ScoringSelector", judge, completion_kwargs)
-            if judge is not None
-            else {}
+        # No judge (a reward function): no model is called and completion_kwargs is {}.
+        super().__init__(
+            "ScoringSelector",
+            judge,
+            completion_kwargs,
+            client,
+            response_format,
+            max_invalid_retries,
         )
         self.judge = judge
         self.rubric = rubric or DEFAULT_RUBRIC
         self.reward = reward
         self.min_score = min_score
-        self._use_client(client)
-        self.response_format = response_format
-        self.max_invalid_retries = max_invalid_retries
 
     @property
     def name(self) -> str:
@@ -196,31 +176,20 @@ class ScoringSelector(ClientBound):
         }
         scored = [(s, p) for p, s in enumerate(scores) if s is not None]
         if not scored:
-            index, rule = fallback_choice(candidates)
             first = next(r.error for r in results if r.error)
-            fallback = f"no candidate could be scored ({first}); fell back to {rule}"
-            return Selection(index=index, fallback=fallback, **common)
+            return fall_back(candidates, f"no candidate could be scored ({first})", **common)
         best, position = max(scored, key=lambda sp: (sp[0], -sp[1]))
         rejected = self.min_score is not None and best < self.min_score
         return Selection(index=position, none_acceptable=rejected, **common)
 
     async def _judge(self, messages: Sequence[BaseMessage], candidate: Candidate) -> Asked[float]:
         assert self.judge is not None
-        kwargs = with_response_format(
-            self.completion_kwargs,
-            model=self.judge,
-            setting=self.response_format,
-            name="score",
-            schema=score_schema(),
-        )
-        return await ask_json(
-            self.client,
-            model=self.judge,
-            request=scoring_request(messages, candidate, self.rubric),
-            kwargs=kwargs,
+        return await self.ask_json(
+            self.judge,
+            scoring_request(messages, candidate, self.rubric),
+            kwargs=self.answer_kwargs(self.judge, "score", score_schema()),
             parse=parse_score,
             retry_prompt=lambda problem: SCORING_RETRY_PROMPT.format(error=problem),
-            max_invalid_retries=self.max_invalid_retries,
         )
 
     async def _reward(self, messages: Sequence[BaseMessage], candidate: Candidate) -> Asked[float]:

@@ -14,12 +14,12 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from turnbon_graph.candidates import Candidate, fallback_choice
+from turnbon_graph.candidates import Candidate
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.records import Usage
-from turnbon_graph.selectors.base import Selection
+from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.llm import NONE_ACCEPTABLE, LLMSelector, as_llm_selector
-from turnbon_graph.selectors.prompting import Asked, gather_all
+from turnbon_graph.selectors.model_call import Asked, gather_all
 
 NEITHER = "none"
 """A vote that neither candidate of a pair is acceptable (with `allow_none`)."""
@@ -121,9 +121,8 @@ class TournamentSelector:
         common: dict[str, Any] = {"selector": self.name, "answer": answer, "usage": usage}
         matches = [m for r in rounds for m in r]
         if all(v is None for m in matches for v in m.votes):
-            index, rule = fallback_choice(candidates)
-            fallback = f"no comparison could be made ({matches[0].errors[0]}); fell back to {rule}"
-            return Selection(index=index, fallback=fallback, **common)
+            why = f"no comparison could be made ({matches[0].errors[0]})"
+            return fall_back(candidates, why, **common)
         if not alive:
             return Selection(index=0, none_acceptable=True, **common)
         return Selection(index=alive[0], **common)

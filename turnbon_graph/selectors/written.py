@@ -1,5 +1,6 @@
 """Actions a selector writes itself (fusion, refinement): their JSON answer, validation
-and conversion to an executable `AIMessage`.
+and conversion to an executable `AIMessage`, and `ActionWriter`, the base of those
+selectors, which asks for one.
 
 The selector is not given the tool schemas, so a written action is checked against what
 the candidates used: every tool name must be one some candidate called, every argument
@@ -17,13 +18,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from turnbon_graph.candidates import Candidate, canonical_action
-from turnbon_graph.selectors.prompting import answer_text, first_error, parse_json
+from turnbon_graph.selectors.model_call import Asked, ModelCaller
+from turnbon_graph.selectors.prompting import parse_reply, retry_prompt
 
 ToolNames = dict[str, set[str]]
 """Tool name -> the argument names candidates passed to it."""
+
+WRITTEN_RETRY_PROMPT = retry_prompt(
+    " (reason, content, tool_calls), following the rules stated above."
+)
 
 
 class WrittenCall(BaseModel):
@@ -134,17 +140,11 @@ def parse_action(
     response: Any, tools: ToolNames, allow_none: bool
 ) -> tuple[WrittenAction | None, str, str | None]:
     """(action, raw text, problem). A rejection (`none_acceptable`) needs no action."""
-    raw, text, problem = answer_text(response)
-    if problem is not None:
+    action, raw, problem = parse_reply(
+        response, WrittenAction, "a JSON object with content and tool_calls"
+    )
+    if action is None:
         return None, raw, problem
-    try:
-        action = parse_json(text, WrittenAction)
-    except ValidationError as exc:
-        return (
-            None,
-            raw,
-            f"it is not a JSON object with content and tool_calls ({first_error(exc)})",
-        )
     if allow_none and action.none_acceptable:
         return action, raw, None
     action.none_acceptable = False  # not on offer: judge the action itself
@@ -189,3 +189,23 @@ def closest(candidates: Sequence[Candidate], message: AIMessage) -> tuple[int, b
             return position, True
         ratios.append(difflib.SequenceMatcher(None, action, candidate.action).ratio())
     return ratios.index(max(ratios)), False
+
+
+class ActionWriter(ModelCaller):
+    """A selector whose `model` writes the action to execute (fusion, refinement)."""
+
+    model: str
+    allow_none: bool
+
+    async def write(
+        self, request: list[dict[str, str]], tools: ToolNames, name: str
+    ) -> Asked[WrittenAction]:
+        """Asks `request` for an action using only `tools`; `name` names its schema."""
+        schema = action_schema(tools, allow_none=self.allow_none, reason="")
+        return await self.ask_json(
+            self.model,
+            request,
+            kwargs=self.answer_kwargs(self.model, name, schema, strict=False),
+            parse=lambda response: parse_action(response, tools, self.allow_none),
+            retry_prompt=lambda problem: WRITTEN_RETRY_PROMPT.format(error=problem),
+        )
