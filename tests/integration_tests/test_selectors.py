@@ -42,9 +42,9 @@ def script_generator(stub: StubServer, commands: list[str]) -> None:
     )
 
 
-def llm_engine(stub: StubServer, n: int = 4, **selector_options: Any) -> TurnEngine:
+def llm_engine(stub: StubServer, n: int = 4, seed: int = 3, **selector_options: Any) -> TurnEngine:
     selector = LLMSelector(
-        "openai/judge", completion_kwargs=stub_kwargs(stub.base_url), seed=3, **selector_options
+        "openai/judge", completion_kwargs=stub_kwargs(stub.base_url), seed=seed, **selector_options
     )
     return TurnEngine.from_options(
         "openai/stub",
@@ -62,10 +62,13 @@ def chosen_command(record: TurnRecord) -> str:
 async def test_answer_maps_back_through_the_shuffled_order(stub: StubServer) -> None:
     script_generator(stub, COMMANDS)
     stub.route(is_selector_request, selector_answer(2))
-    message = await llm_engine(stub).run(ASK)
+    # Seed 1 shows these four candidates in the order 3, 2, 0, 1: no candidate keeps its
+    # place, so an answer taken as a generation index would pick the wrong one.
+    message = await llm_engine(stub, seed=1).run(ASK)
     record = turn_record(message)
     assert record is not None and record.permutation is not None
     assert sorted(record.permutation) == [0, 1, 2, 3]
+    assert record.permutation[2] != 2
     # The selector saw candidate permutation[2] third; that is the one returned.
     assert record.selected_index == record.permutation[2]
     assert message.tool_calls[0]["args"]["command"] == chosen_command(record)
