@@ -8,7 +8,14 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from turnbon_graph.candidates import Candidate
-from turnbon_graph.testing import CapturedRequest, chat_completion, is_selector_request
+from turnbon_graph.generate import ModelPool
+from turnbon_graph.testing import (
+    CapturedRequest,
+    StubServer,
+    chat_completion,
+    is_selector_request,
+)
+from turnbon_graph.turn import TurnEngine
 
 
 def candidate(index: int, command: str | None = None, *, text: str = "", **kw: Any) -> Candidate:
@@ -33,3 +40,10 @@ def selector_requests(requests: list[CapturedRequest]) -> list[CapturedRequest]:
 
 def stub_kwargs(base_url: str, api_key: str = "sk-test-key") -> dict[str, Any]:
     return {"api_base": base_url, "api_key": api_key}
+
+
+def stub_engine(stub: StubServer, model: ModelPool = "openai/stub", **options: Any) -> TurnEngine:
+    """The tests' one engine factory: a `TurnEngine` on `stub`, its endpoint merged into
+    `completion_kwargs`, every other turn option as given."""
+    kwargs = {**stub_kwargs(stub.base_url), **(options.pop("completion_kwargs", None) or {})}
+    return TurnEngine.from_options(model, completion_kwargs=kwargs, **options)

@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from tests.helpers import stub_kwargs
+from tests.helpers import stub_engine, stub_kwargs
 from turnbon_graph import Selector, TurnEngine
 from turnbon_graph.testing import (
     CapturedRequest,
@@ -118,13 +118,8 @@ def script_fresh_batches(stub: StubServer) -> None:
 
 
 def engine(stub: StubServer, selector: Selector, n: int = 4) -> TurnEngine:
-    return TurnEngine.from_options(
-        "openai/stub",
-        n=n,
-        selector=selector,
-        completion_kwargs=stub_kwargs(stub.base_url),
-        max_concurrency=1,  # arrival order = script order, so commands map to indices
-    )
+    # max_concurrency=1: arrival order = script order, so commands map to indices
+    return stub_engine(stub, n=n, selector=selector, max_concurrency=1)
 
 
 def judge_options(stub: StubServer) -> dict[str, Any]:

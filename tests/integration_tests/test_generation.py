@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from tests.helpers import stub_kwargs
+from tests.helpers import stub_engine
 from turnbon_graph import AllCandidatesFailedError, FirstSelector, TurnEngine, turn_record
 from turnbon_graph.testing import (
     CapturedRequest,
@@ -28,8 +28,7 @@ ASK = [HumanMessage("list the files")]
 def engine(stub: StubServer, n: int = 4, **options: Any) -> TurnEngine:
     options.setdefault("selector", FirstSelector())
     options.setdefault("max_retries", 0)
-    kwargs = {**stub_kwargs(stub.base_url), **options.pop("completion_kwargs", {})}
-    return TurnEngine.from_options("openai/stub", n=n, completion_kwargs=kwargs, **options)
+    return stub_engine(stub, n=n, **options)
 
 
 def numbered(request: CapturedRequest) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
-from tests.helpers import stub_kwargs
-from turnbon_graph import ConfigurationError, HumanSelector, TurnEngine, create_turnbon_graph
+from tests.helpers import stub_engine, stub_kwargs
+from turnbon_graph import ConfigurationError, HumanSelector, create_turnbon_graph
 from turnbon_graph import turn_record as record_of
 from turnbon_graph.testing import StubServer, chat_completion, tool_call
 
@@ -89,9 +89,7 @@ async def test_pauses_with_the_candidates_and_resumes_with_the_pick(stub: StubSe
 
 async def test_outside_a_graph_it_says_where_it_works(stub: StubServer) -> None:
     script(stub)
-    engine = TurnEngine.from_options(
-        "openai/stub", n=3, selector=HumanSelector(), completion_kwargs=stub_kwargs(stub.base_url)
-    )
+    engine = stub_engine(stub, n=3, selector=HumanSelector())
     with pytest.raises(ConfigurationError, match="create_turnbon_graph"):
         await engine.run([HumanMessage("go")])
 

@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from tests.helpers import generator_requests, selector_answer, stub_kwargs
+from tests.helpers import generator_requests, selector_answer, stub_engine, stub_kwargs
 from turnbon_graph import (
     ConfigurationError,
     FirstSelector,
@@ -43,13 +43,7 @@ def reply(tool_name: str, **arguments: Any) -> dict[str, Any]:
 
 
 def prompted_engine(stub: StubServer, n: int = 1, **options: Any) -> TurnEngine:
-    return TurnEngine.from_options(
-        "openai/stub",
-        n=n,
-        tool_calling="prompted",
-        completion_kwargs=stub_kwargs(stub.base_url),
-        **options,
-    )
+    return stub_engine(stub, n=n, tool_calling="prompted", **options)
 
 
 async def test_request_carries_tools_in_the_prompt_and_a_choice_schema(stub: StubServer) -> None:

@@ -9,7 +9,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from tests.helpers import generator_requests, selector_answer, selector_requests, stub_kwargs
+from tests.helpers import (
+    generator_requests,
+    selector_answer,
+    selector_requests,
+    stub_engine,
+    stub_kwargs,
+)
 from turnbon_graph import (
     AdaptiveN,
     Budget,
@@ -38,13 +44,7 @@ def shell(command: str, **args: Any) -> dict[str, Any]:
 
 def engine(stub: StubServer, n: int = 8, **options: Any) -> TurnEngine:
     selector = LLMSelector("openai/judge", completion_kwargs=stub_kwargs(stub.base_url), seed=0)
-    return TurnEngine.from_options(
-        "openai/stub",
-        n=n,
-        selector=selector,
-        completion_kwargs=stub_kwargs(stub.base_url),
-        **options,
-    )
+    return stub_engine(stub, n=n, selector=selector, **options)
 
 
 async def test_adaptive_commits_on_agreement_without_a_selector(stub: StubServer) -> None:
@@ -223,10 +223,11 @@ async def test_mixed_pool_with_per_model_counts_and_temperatures(stub: StubServe
         ModelSpec(model="openai/small", n=3, completion_kwargs={"temperature": 1.2}),
         "openai/large",
     ]
-    engine_ = TurnEngine.from_options(
+    engine_ = stub_engine(
+        stub,
         pool,
         n=8,
-        completion_kwargs={**stub_kwargs(stub.base_url), "temperature": 0.0},
+        completion_kwargs={"temperature": 0.0},
         selector=LLMSelector("openai/judge", completion_kwargs=stub_kwargs(stub.base_url)),
     )
     record = turn_record(await engine_.run(ASK))

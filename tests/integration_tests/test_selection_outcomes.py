@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from tests.helpers import generator_requests, stub_kwargs
+from tests.helpers import generator_requests, stub_engine
 from turnbon_graph import Candidate, Selection, TurnEngine, turn_record
 from turnbon_graph.testing import StubServer, chat_completion, error, tool_call
 
@@ -33,9 +33,7 @@ class ScriptedSelector:
 
 
 def engine(stub: StubServer, selector: ScriptedSelector, n: int = 3) -> TurnEngine:
-    return TurnEngine.from_options(
-        "openai/stub", n=n, selector=selector, completion_kwargs=stub_kwargs(stub.base_url)
-    )
+    return stub_engine(stub, n=n, selector=selector)
 
 
 def script_distinct(stub: StubServer) -> None:
@@ -97,13 +95,7 @@ async def test_scores_are_recorded_by_candidate_index(stub: StubServer) -> None:
         ],
     )
     selector = ScriptedSelector(Selection(index=1, selector="scripted", scores=[0.1, 0.9, 0.5]))
-    engine_ = TurnEngine.from_options(
-        "openai/stub",
-        n=4,
-        selector=selector,
-        completion_kwargs=stub_kwargs(stub.base_url),
-        max_concurrency=1,
-    )
+    engine_ = stub_engine(stub, n=4, selector=selector, max_concurrency=1)
     record = turn_record(await engine_.run(ASK))
     assert record is not None
     assert record.scores == [None, 0.1, 0.9, 0.5]

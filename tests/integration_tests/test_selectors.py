@@ -7,7 +7,13 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from tests.helpers import generator_requests, selector_answer, selector_requests, stub_kwargs
+from tests.helpers import (
+    generator_requests,
+    selector_answer,
+    selector_requests,
+    stub_engine,
+    stub_kwargs,
+)
 from turnbon_graph import (
     LLMSelector,
     MajorityVoteSelector,
@@ -46,13 +52,8 @@ def llm_engine(stub: StubServer, n: int = 4, seed: int = 3, **selector_options: 
     selector = LLMSelector(
         "openai/judge", completion_kwargs=stub_kwargs(stub.base_url), seed=seed, **selector_options
     )
-    return TurnEngine.from_options(
-        "openai/stub",
-        n=n,
-        selector=selector,
-        completion_kwargs=stub_kwargs(stub.base_url),
-        max_concurrency=1,  # arrival order = script order, so commands map to indices
-    )
+    # max_concurrency=1: arrival order = script order, so commands map to indices
+    return stub_engine(stub, n=n, selector=selector, max_concurrency=1)
 
 
 def chosen_command(record: TurnRecord) -> str:
@@ -205,9 +206,7 @@ async def test_usage_totals_equal_what_the_stub_reported(stub: StubServer) -> No
 
 async def test_priced_models_get_a_cost(stub: StubServer) -> None:
     stub.script(chat_completion("hi", model="gpt-4o-mini"))
-    engine = TurnEngine.from_options(
-        "openai/gpt-4o-mini", n=1, completion_kwargs=stub_kwargs(stub.base_url)
-    )
+    engine = stub_engine(stub, "openai/gpt-4o-mini", n=1)
     record = turn_record(await engine.run(ASK))
     assert record is not None
     cost = record.usage.generator.cost_usd
@@ -216,13 +215,7 @@ async def test_priced_models_get_a_cost(stub: StubServer) -> None:
 
 async def test_majority_and_random_selectors_in_a_turn(stub: StubServer) -> None:
     script_generator(stub, ["ls", "pytest", "cat x", "pytest"])
-    engine = TurnEngine.from_options(
-        "openai/stub",
-        n=4,
-        selector=MajorityVoteSelector(),
-        completion_kwargs=stub_kwargs(stub.base_url),
-        max_concurrency=1,
-    )
+    engine = stub_engine(stub, n=4, selector=MajorityVoteSelector(), max_concurrency=1)
     record = turn_record(await engine.run(ASK))
     assert record is not None and record.selector == "majority"
     assert chosen_command(record) == "pytest" and record.selected_index == 1
@@ -231,12 +224,8 @@ async def test_majority_and_random_selectors_in_a_turn(stub: StubServer) -> None
     for seed in (1, 1):
         stub.reset()
         script_generator(stub, COMMANDS)
-        random_engine = TurnEngine.from_options(
-            "openai/stub",
-            n=4,
-            selector=RandomSelector(seed=seed),
-            completion_kwargs=stub_kwargs(stub.base_url),
-            max_concurrency=1,
+        random_engine = stub_engine(
+            stub, n=4, selector=RandomSelector(seed=seed), max_concurrency=1
         )
         record = turn_record(await random_engine.run(ASK))
         assert record is not None and record.selector == "random"
