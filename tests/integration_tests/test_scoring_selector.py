@@ -185,12 +185,3 @@ async def test_a_reward_returning_no_number_is_a_configuration_error(stub: StubS
     selector = ScoringSelector(reward=lambda messages, candidate: "high")  # type: ignore[arg-type, return-value]
     with pytest.raises(ConfigurationError, match="must return a number"):
         await engine(stub, selector).run(ASK)
-
-
-def test_scoring_needs_exactly_one_source_of_scores() -> None:
-    with pytest.raises(ConfigurationError, match="exactly one of judge"):
-        ScoringSelector()
-    with pytest.raises(ConfigurationError, match="exactly one of judge"):
-        ScoringSelector("openai/judge", reward=lambda m, c: 1.0)
-    with pytest.raises(ConfigurationError, match="takes neither"):
-        ScoringSelector(reward=lambda m, c: 1.0, rubric="be good")

@@ -15,6 +15,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.load import dumps
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
+from pydantic import ValidationError
 
 from turnbon_graph import (
     AdaptiveN,
@@ -147,6 +148,11 @@ def test_bad_values_are_named_with_what_is_allowed() -> None:
         turn_config(selector=FirstSelector(), selector_kwargs={"temperature": 0})
     # Settings that come from TOML or JSON: the sampling models are built from dicts.
     assert turn_config(adaptive={"first_batch": 1}).adaptive == AdaptiveN(first_batch=1)
+
+
+def test_budget_needs_a_cap() -> None:
+    with pytest.raises(ValidationError, match="at least one cap"):
+        Budget()
 
 
 def test_a_bad_kwargs_value_is_refused_without_being_quoted() -> None:
