@@ -20,18 +20,24 @@ import random
 import re
 import shlex
 import threading
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask
 
 if TYPE_CHECKING:
     from turnbon_graph.testing import CapturedRequest
-    from turnbon_terminal.environment import TerminalEnvironment
 
 DONE = "Done: the task's solution ran."
 GIVE_UP = "I looked around and believe nothing more is needed."
 _BLOCK = re.compile(r'<candidate index="(\d+)"[^>]*>\n(.*?)\n</candidate>', re.DOTALL)
+
+
+@runtime_checkable
+class HasTerminalTasks(Protocol):
+    """What holds terminal tasks, such as a `TerminalEnvironment`."""
+
+    def terminal_tasks(self) -> Sequence[TerminalTask]: ...
 
 
 class StubPolicy:
@@ -124,7 +130,7 @@ class StubPolicy:
 
 
 def stub_policy(
-    tasks: Iterable[TerminalTask] | TerminalEnvironment,
+    tasks: Iterable[TerminalTask] | HasTerminalTasks,
     *,
     p_solve: float = 0.4,
     p_inspect: float = 0.35,
@@ -132,9 +138,7 @@ def stub_policy(
 ) -> Callable[[CapturedRequest], dict[str, Any]]:
     """A responder for `turnbon_graph.testing.StubServer.script(...)` playing generator
     and selector on `tasks` (TerminalTasks, or a TerminalEnvironment's)."""
-    from turnbon_terminal.environment import TerminalEnvironment
-
-    items = tasks.terminal_tasks() if isinstance(tasks, TerminalEnvironment) else tasks
+    items = tasks.terminal_tasks() if isinstance(tasks, HasTerminalTasks) else tasks
     return StubPolicy(items, p_solve=p_solve, p_inspect=p_inspect, seed=seed)
 
 
