@@ -8,16 +8,25 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import BaseMessage
+from langchain_core.tools import ToolException
+from litellm.exceptions import BadRequestError, ContextWindowExceededError
 
 from tests.counter_env import CounterEnvironment
 from tests.helpers import stub_kwargs
+from turnbon_graph.bench.environment import TaskSpec
+from turnbon_graph.bench.episode import classify_failure
 from turnbon_graph.bench.runner import BenchConfig, run_benchmark
 from turnbon_graph.bench.runs import EPISODES_FILE, read_episodes, read_turns
-from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.candidates import Candidate
+from turnbon_graph.client import CallFailedError
+from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
+from turnbon_graph.selectors.base import Selection
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,
@@ -98,6 +107,68 @@ async def test_failures_become_agent_errors_and_time_limits(
         env, config(stub, n_values=[1], trials=1), slow, progress=False
     )
     assert timed_out.outcome == "time_limit"
+
+
+class BrokenSelector:
+    """A selector with a bug: a library error, not the agent's."""
+
+    name = "broken"
+
+    async def select(
+        self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
+    ) -> Selection:
+        raise KeyError("a bug in the selector")
+
+
+def diverse_model() -> Any:
+    """Each generator call proposes another increment, so a turn's candidates differ."""
+    calls = iter(range(1, 1000))
+
+    def answer(request: CapturedRequest) -> dict[str, Any]:
+        return chat_completion(tool_calls=[tool_call("increment", {"by": next(calls)})])
+
+    return answer
+
+
+async def test_a_library_bug_propagates_instead_of_counting_as_an_agent_error(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    stub.script(diverse_model())
+    env = CounterEnvironment({"five": 5})
+    broken = config(stub, n_values=[3], trials=1, selector=BrokenSelector())
+    with pytest.raises(KeyError, match="a bug in the selector"):
+        await run_benchmark(env, broken, tmp_path, progress=False)
+    assert all(e.closed for e in env.episodes)
+    assert read_episodes(tmp_path) == []  # no episode recorded as if the agent had failed
+
+
+TASK = TaskSpec(id="t", instruction="x", agent_timeout_s=7)
+
+
+@pytest.mark.parametrize(
+    ("exc", "outcome"),
+    [
+        (
+            AllCandidatesFailedError("m", 2, "ContextWindowExceededError: too long"),
+            "out_of_context",
+        ),
+        (AllCandidatesFailedError("m", 2, "RateLimitError"), "agent_error"),
+        (ConfigurationError("the episode has no tools"), "agent_error"),
+        (ToolException("the tool failed"), "agent_error"),
+        (CallFailedError("AuthenticationError: key [redacted]"), "agent_error"),
+        (BadRequestError("bad", model="m", llm_provider="openai"), "agent_error"),
+        (ContextWindowExceededError("long", model="m", llm_provider="openai"), "out_of_context"),
+        (TimeoutError(), "time_limit"),
+    ],
+)
+def test_the_agents_failures_are_outcomes(exc: Exception, outcome: str) -> None:
+    assert classify_failure(exc, TASK)[0] == outcome
+
+
+@pytest.mark.parametrize("exc", [KeyError("k"), TypeError("t"), AttributeError("a"), OSError()])
+def test_other_exceptions_are_bugs_and_propagate(exc: Exception) -> None:
+    with pytest.raises(type(exc)):
+        classify_failure(exc, TASK)
 
 
 async def test_follow_up_user_turns_are_sent_in_order(stub: StubServer, tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from turnbon_graph.errors import ConfigurationError
+
 if TYPE_CHECKING:  # `turnbon report` reads runs without importing LangChain's tools
     from langchain_core.tools import BaseTool
 
@@ -66,3 +68,15 @@ class Environment(Protocol):
     def tasks(self) -> Sequence[TaskSpec]: ...
 
     async def start(self, task: TaskSpec, trial: int) -> Episode: ...
+
+
+def chosen_tasks(environment: Environment, ids: Sequence[str] | None) -> list[TaskSpec]:
+    """The tasks of `environment` named by `ids` (each once, in their order); all without."""
+    available = {t.id: t for t in environment.tasks()}
+    missing = [i for i in ids or () if i not in available]
+    if missing:
+        raise ConfigurationError(
+            f"unknown task(s) {', '.join(missing)} in {environment.name}; "
+            f"available: {', '.join(sorted(available))}"
+        )
+    return [available[i] for i in dict.fromkeys(ids)] if ids else list(available.values())

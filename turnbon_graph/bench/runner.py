@@ -17,9 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from turnbon_graph.bench.environment import Environment, Episode, Outcome, TaskSpec
+from turnbon_graph.bench.environment import Environment, TaskSpec, chosen_tasks
+from turnbon_graph.bench.episode import run_agent
 from turnbon_graph.bench.runs import (
     EPISODES_FILE,
     SETTINGS_FILE,
@@ -31,7 +32,6 @@ from turnbon_graph.bench.runs import (
     turns_path,
 )
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.graph import agent_graph
 from turnbon_graph.records import RECORD_KEY, Usage, UsageSplit
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import TurnEngine
@@ -62,7 +62,7 @@ async def run_benchmark(
     progress: bool = True,
 ) -> list[EpisodeResult]:
     """Runs what the run folder does not have yet; returns every episode result of the run."""
-    chosen = _select_tasks(environment, tasks)
+    chosen = chosen_tasks(environment, tasks)
     engines = {
         n: TurnEngine.from_options(
             config.model, n=n, selector=config.selector, **config.engine_options
@@ -105,19 +105,6 @@ async def run_benchmark(
     return read_episodes(run_dir)
 
 
-def _select_tasks(environment: Environment, ids: Sequence[str] | None) -> list[TaskSpec]:
-    available = {t.id: t for t in environment.tasks()}
-    if not ids:
-        return list(available.values())
-    missing = [i for i in ids if i not in available]
-    if missing:
-        raise ConfigurationError(
-            f"unknown task(s) {', '.join(missing)} in {environment.name}; "
-            f"available: {', '.join(sorted(available))}"
-        )
-    return [available[i] for i in ids]
-
-
 def _prepare(run_dir: Path, settings: RunSettings) -> None:
     """Creates the run folder, or checks that a rerun asks for the same run."""
     path = run_dir / SETTINGS_FILE
@@ -146,72 +133,56 @@ async def run_episode(
 ) -> EpisodeResult:
     """One attempt: the agent loop (and any follow-up user turns), then the verifier."""
     setting = setting_label(n)
-    log = turns_path(run_dir, setting, task.id, trial)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("", encoding="utf-8")  # an unfinished earlier attempt starts over
+    log = TurnLog(turns_path(run_dir, setting, task.id, trial))
     started = time.monotonic()
-    messages: list[BaseMessage] = []
-    outcome: Outcome
-    error: str | None = None
-    verifier_output = ""
-    episode: Episode | None = None
     try:
-        episode = await environment.start(task, trial)
-        agent = agent_graph(engine, list(episode.tools), max_turns=task.max_turns).compile()
-        async with asyncio.timeout(task.agent_timeout_s):
-            for text in [task.instruction, *task.follow_ups]:
-                messages.append(HumanMessage(text))
-                messages = await _drive(agent, messages, log)
-        verdict = await asyncio.wait_for(episode.verify(), task.verifier_timeout_s)
-        verifier_output = verdict.output
-        if verdict.error:
-            outcome, error = "agent_error", f"verifier: {verdict.error}"
-        else:
-            outcome = "pass" if verdict.passed else "wrong_submission"
-    except TimeoutError:
-        outcome, error = "time_limit", f"no result within {task.agent_timeout_s:g} s"
-    except Exception as exc:
-        outcome, error = _classify(exc), f"{type(exc).__name__}: {exc}"[:2000]
+        end = await run_agent(environment, engine, task, trial, on_state=log)
     finally:
-        if episode is not None:
-            await episode.close()
+        log.close()
+    assert end.outcome is not None  # verified
     return EpisodeResult(
         task=task.id,
         trial=trial,
         setting=setting,
         n=n,
-        outcome=outcome,
-        turns=sum(1 for m in messages if _record(m) is not None),
-        usage=_usage(messages),
+        outcome=end.outcome,
+        turns=sum(1 for m in end.messages if _record(m) is not None),
+        usage=_usage(end.messages),
         duration_s=round(time.monotonic() - started, 3),
-        error=error,
-        verifier_output=verifier_output[-4000:],
+        error=end.error,
+        verifier_output=(end.verdict.output if end.verdict else "")[-4000:],
         category=task.category,
         difficulty=task.difficulty,
     )
 
 
-async def _drive(agent: Any, messages: list[BaseMessage], log: Path) -> list[BaseMessage]:
-    """Runs the agent to the end of its turn, logging each turn with its observation."""
-    final: list[BaseMessage] = messages
-    pending: dict[str, Any] | None = None
-    async for state in agent.astream({"messages": messages}, stream_mode="values"):
-        final = state["messages"]
-        last = final[-1]
+class TurnLog:
+    """The episode's turns file: each turn appended with its observation (the tool
+    results that answer it) as the agent's states stream by."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("", encoding="utf-8")  # an unfinished earlier attempt starts over
+        self._pending: dict[str, Any] | None = None
+
+    def __call__(self, messages: list[BaseMessage]) -> None:
+        last = messages[-1]
         if isinstance(last, AIMessage) and (record := _record(last)) is not None:
-            if pending is not None:
-                _append(log, pending)
-            pending = {"record": record, "observation": None}
-        elif isinstance(last, ToolMessage) and pending is not None:
-            pending["observation"] = [
+            self.close()
+            self._pending = {"record": record, "observation": None}
+        elif isinstance(last, ToolMessage) and self._pending is not None:
+            self._pending["observation"] = [
                 {"tool": m.name, "content": str(m.content)[:OBSERVATION_LIMIT]}
-                for m in _tool_results(final)
+                for m in _tool_results(messages)
             ]
-            _append(log, pending)
-            pending = None
-    if pending is not None:
-        _append(log, pending)
-    return list(final)
+            self.close()
+
+    def close(self) -> None:
+        """Writes the turn still waiting for its observation, if any."""
+        if self._pending is not None:
+            append_line(self.path, json.dumps(self._pending, ensure_ascii=False))
+            self._pending = None
 
 
 def _tool_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
@@ -222,10 +193,6 @@ def _tool_results(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
             break
         results.append(message)
     return results[::-1]
-
-
-def _append(log: Path, line: dict[str, Any]) -> None:
-    append_line(log, json.dumps(line, ensure_ascii=False))
 
 
 def _record(message: BaseMessage) -> dict[str, Any] | None:
@@ -245,15 +212,6 @@ def _usage(messages: Sequence[BaseMessage]) -> UsageSplit:
                 selector=total.selector + split.selector,
             )
     return total
-
-
-def _classify(exc: BaseException) -> Outcome:
-    """Context overflow ends as out_of_context; anything else that stopped the agent is
-    an agent error (the paper's Table 5)."""
-    text = f"{type(exc).__name__} {exc}".lower()
-    if "contextwindowexceeded" in text or "context length" in text or "context window" in text:
-        return "out_of_context"
-    return "agent_error"
 
 
 class _Progress:
