@@ -103,5 +103,15 @@ def counter_without_stub(spec: str | None) -> CounterEnvironment:
     return CounterEnvironment(parse_spec(spec)[0])
 
 
+def counter_with_follow_up(spec: str | None) -> CounterEnvironment:
+    """Each task then asks the agent to confirm: a second user message."""
+    return CounterEnvironment(parse_spec(spec)[0], follow_ups=["Now confirm."])
+
+
+def hasty_counter(spec: str | None) -> CounterEnvironment:
+    """The agent has a third of a second for each task."""
+    return CounterEnvironment(parse_spec(spec)[0], agent_timeout_s=0.3)
+
+
 def not_an_environment(spec: str | None) -> object:
     return object()

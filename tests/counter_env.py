@@ -40,9 +40,15 @@ class CounterEpisode:
 class CounterEnvironment:
     name = "counter"
 
-    def __init__(self, targets: dict[str, int], follow_ups: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        targets: dict[str, int],
+        follow_ups: list[str] | None = None,
+        agent_timeout_s: float = 30,
+    ) -> None:
         self.targets = targets
         self.follow_ups = follow_ups or []
+        self.agent_timeout_s = agent_timeout_s
         self.episodes: list[CounterEpisode] = []
 
     def tasks(self) -> Sequence[TaskSpec]:
@@ -51,7 +57,7 @@ class CounterEnvironment:
                 id=task,
                 instruction=f"Bring the counter to {target}.",
                 follow_ups=self.follow_ups,
-                agent_timeout_s=30,
+                agent_timeout_s=self.agent_timeout_s,
                 max_turns=5,
             )
             for task, target in self.targets.items()

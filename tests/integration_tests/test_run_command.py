@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from importlib.metadata import EntryPoint
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from turnbon_graph.bench import registry
 from turnbon_graph.cli import main
-from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, tool_call
+from turnbon_graph.testing import (
+    CapturedRequest,
+    StubResponse,
+    StubServer,
+    chat_completion,
+    tool_call,
+)
 from turnbon_terminal.tasks import SHIPPED_TASKS
 
 
@@ -104,3 +114,46 @@ def test_a_config_file_with_an_unknown_setting_is_refused(
     config.write_text('task = "largest-file"\nmodle = "openai/m"\n')
     assert main(["run", "--config", str(config)]) == 2
     assert "unknown setting(s) modle" in capsys.readouterr().err
+
+
+def _counter(monkeypatch: pytest.MonkeyPatch, factory: str) -> None:
+    """`--env counter` is the tests' counter environment made by `factory`."""
+    entry = EntryPoint("counter", f"tests.cli_envs:{factory}", registry.ENVIRONMENTS_GROUP)
+    monkeypatch.setattr(registry, "environment_entry_points", lambda: [entry])
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+
+def _counting(request: CapturedRequest) -> dict[str, Any]:
+    """Brings the counter to the target in one step, then says done."""
+    messages = request.body["messages"]
+    if messages[-1]["role"] != "user" or len(messages) > 2:
+        return chat_completion("done")
+    target = int(re.findall(r"to (\d+)", messages[-1]["content"])[0])
+    return chat_completion(None, [tool_call("increment", {"by": target})])
+
+
+def _run_counter(stub: StubServer) -> int:
+    model = ["--model", "openai/m", "--api-base", stub.base_url, "-n", "1", "--selector", "first"]
+    return main(["run", "three", "--env", "counter", *model])
+
+
+def test_the_tasks_follow_up_messages_are_sent(
+    stub: StubServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _counter(monkeypatch, "counter_with_follow_up")
+    stub.script(_counting)
+    assert _run_counter(stub) == 0
+    out = capsys.readouterr().out
+    assert "User: Now confirm." in out and "Verdict: PASS" in out
+    users = [m["content"] for m in stub.requests[-1].body["messages"] if m["role"] == "user"]
+    assert users == ["Bring the counter to 3.", "Now confirm."]
+
+
+def test_the_tasks_time_limit_ends_the_episode(
+    stub: StubServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _counter(monkeypatch, "hasty_counter")
+    stub.script(lambda r: StubResponse(body=_counting(r), delay=2.0))
+    assert _run_counter(stub) == 1
+    out = capsys.readouterr().out
+    assert "Ended: time limit (no result within 0.3 s)" in out and "Verdict:" not in out

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
-from turnbon_graph.cli import load_environment
+from turnbon_graph.bench.registry import load_environment
 from turnbon_terminal import (
     SetupScriptError,
     StubPolicy,

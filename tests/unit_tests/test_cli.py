@@ -15,18 +15,13 @@ import pytest
 from tests.cli_envs import StubbedCounter
 from tests.helpers import candidate
 from turnbon_graph.bench.environment import Environment
+from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP, load_environment
 from turnbon_graph.bench.runs import EpisodeResult, RunSettings
-from turnbon_graph.cli import (
-    ENVIRONMENTS_GROUP,
-    _engine_options,
-    _parser,
-    default_run_dir,
-    load_environment,
-    main,
-    make_selector,
-    resume_command,
-    rollout_budget,
-)
+from turnbon_graph.cli import main
+from turnbon_graph.cli.arguments import default_run_dir, resume_command
+from turnbon_graph.cli.main import build_parser
+from turnbon_graph.cli.models import engine_options, make_selector
+from turnbon_graph.cli.rollouts import rollout_budget
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors import FirstSelector, MajorityVoteSelector, RandomSelector
 
@@ -43,12 +38,12 @@ def test_bench_arguments_parse_into_settings() -> None:
         "--trials 4 --concurrency 2 --task a --task b c --run out --api-base http://h/v1 "
         "--timeout 30 --seed 7"
     )
-    args = _parser().parse_args(command.split())
+    args = build_parser().parse_args(command.split())
     assert args.env == "counter" and args.tasks == "a=3" and args.model == "openai/x"
     assert args.n == [1, 4, 8] and args.trials == 4 and args.concurrency == 2
     assert args.task == ["a", "b", "c"] and args.run == Path("out")
     assert args.api_base == "http://h/v1" and args.timeout == 30.0 and args.seed == 7
-    defaults = _parser().parse_args(["bench", "--env", "e", "--model", "m"])
+    defaults = build_parser().parse_args(["bench", "--env", "e", "--model", "m"])
     assert defaults.n == [1, 4] and defaults.trials == 1 and defaults.selector is None
     assert defaults.task is None and defaults.run is None
 
@@ -56,13 +51,13 @@ def test_bench_arguments_parse_into_settings() -> None:
 @pytest.mark.parametrize("bad", [["--n", "0"], ["--trials", "x"], ["--concurrency", "-1"]])
 def test_bench_refuses_counts_below_one(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        _parser().parse_args(["bench", "--env", "e", "--model", "m", *bad])
+        build_parser().parse_args(["bench", "--env", "e", "--model", "m", *bad])
     assert "turnbon bench: error: argument" in capsys.readouterr().err
 
 
 def test_bench_needs_an_environment_and_a_model(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        _parser().parse_args(["bench", "--model", "m"])
+        build_parser().parse_args(["bench", "--model", "m"])
     assert "--env" in capsys.readouterr().err
 
 
@@ -202,8 +197,8 @@ def test_help_lists_bench_and_report(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_a_selector_model_gets_its_own_endpoint_except_on_the_stub() -> None:
     def options(*extra: str) -> dict[str, Any]:
-        args = _parser().parse_args(["bench", "--env", "e", *extra])
-        return _engine_options(args, make_selector(args.selector), {"api_base": "http://g"})
+        args = build_parser().parse_args(["bench", "--env", "e", *extra])
+        return engine_options(args, make_selector(args.selector), {"api_base": "http://g"})
 
     judged = options("--model", "openai/g", "--selector", "openai/j", "--timeout", "9")
     assert judged["completion_kwargs"] == {"api_base": "http://g"}
@@ -232,7 +227,7 @@ def test_options_that_would_be_ignored_are_refused(
 def test_rollout_flags_build_the_budget() -> None:
     def budget(*extra: str) -> Any:
         return rollout_budget(
-            _parser().parse_args(["rollouts", "--env", "e", "--model", "m", *extra])
+            build_parser().parse_args(["rollouts", "--env", "e", "--model", "m", *extra])
         )
 
     plain = budget()
@@ -256,7 +251,7 @@ def test_rollouts_refuses_bad_flags_while_parsing(
     bad: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as raised:
-        _parser().parse_args(["rollouts", "--env", "e", "--model", "m", *bad])
+        build_parser().parse_args(["rollouts", "--env", "e", "--model", "m", *bad])
     assert raised.value.code == 2
     assert "turnbon rollouts: error: argument" in capsys.readouterr().err
 
@@ -266,14 +261,14 @@ def test_judge_and_analyze_arguments_parse() -> None:
         "judge runs/x --model openai/j --rubrics a.yaml b.yaml --settings N=1 N=4 "
         "--api-base http://h/v1 --concurrency 3 --retry-unknown"
     )
-    judge = _parser().parse_args(command.split())
+    judge = build_parser().parse_args(command.split())
     assert judge.run == Path("runs/x") and judge.model == "openai/j"
     assert judge.rubrics == [Path("a.yaml"), Path("b.yaml")] and judge.settings == ["N=1", "N=4"]
     assert judge.api_base == "http://h/v1" and judge.concurrency == 3 and judge.retry_unknown
-    defaults = _parser().parse_args(["judge", "r", "--model", "m"])
+    defaults = build_parser().parse_args(["judge", "r", "--model", "m"])
     assert defaults.rubrics is None and defaults.settings is None and defaults.concurrency == 8
     assert defaults.baseline == "N=1" and not defaults.retry_unknown
-    analyze = _parser().parse_args(["analyze", "r"])
+    analyze = build_parser().parse_args(["analyze", "r"])
     assert (analyze.baseline, analyze.resamples, analyze.seed, analyze.out) == (
         "N=1",
         10_000,

@@ -1,7 +1,8 @@
 """`turnbon report`: a run folder as a Markdown report with the paper's tables and plots.
 
-Every number comes from `turnbon_graph.bench.metrics` (the same code notebooks use); this module
-only arranges and formats them. It never imports LiteLLM or LangGraph, and it writes the
+Every number comes from `turnbon_graph.bench.metrics` (the same code notebooks use); this
+module writes the report and its summary, `report_sections` arranges the results and
+`report_format` formats them. It never imports LiteLLM or LangGraph, and it writes the
 Markdown even when matplotlib (the `plots` extra) is missing.
 """
 
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from statistics import median
 
 from pydantic import ValidationError
 
-from turnbon_graph.bench import metrics
+from turnbon_graph.bench import metrics, report_sections
+from turnbon_graph.bench.report_format import pct, table
 from turnbon_graph.bench.runs import (
     EPISODES_FILE,
     SETTINGS_FILE,
@@ -26,16 +27,6 @@ from turnbon_graph.errors import ConfigurationError
 
 REPORT_FILE = "report.md"
 REPORT_DIR = "report"
-_OUTCOME_HEADERS = {
-    "pass": "Pass ↑",
-    "wrong_submission": "Wrong submission ↓",
-    "out_of_context": "Out of context ↓",
-    "time_limit": "Time limit ↓",
-    "agent_error": "Agent error ↓",
-}
-_ERRORS_SHOWN = 20
-DASH = "\u2013"  # the paper's mark for "none" / "not applicable"
-TIMES = "\u00d7"
 
 
 def write_report(
@@ -123,7 +114,7 @@ def one_line_summary(results: Sequence[EpisodeResult], order: Sequence[str] | No
         rs = groups.get(setting, [])
         passed = sum(r.passed for r in rs)
         rate = passed / len(rs) if rs else 0.0
-        parts.append(f"{setting}: {_pct(rate)} pass ({passed}/{len(rs)})")
+        parts.append(f"{setting}: {pct(rate)} pass ({passed}/{len(rs)})")
     return " · ".join(parts) if parts else "no finished episodes"
 
 
@@ -162,18 +153,15 @@ def render_report(
             "",
         ]
     present = [s for s in order if s in groups]
-    lines += _pass_rates(present, groups, plots)
-    lines += _curves(present, groups, plots)
-    lines += _costs(results, present, groups, baseline, plots)
-    lines += _outcomes(present, groups)
-    lines += _turns(present, groups, plots)
-    lines += _comparison(present, groups, baseline, resamples, seed)
-    lines += _per_task(present, groups, settings)
-    lines += _errors(present, groups)
+    lines += report_sections.pass_rates(present, groups, plots)
+    lines += report_sections.curves(present, groups, plots)
+    lines += report_sections.costs(results, present, groups, baseline, plots)
+    lines += report_sections.outcomes(present, groups)
+    lines += report_sections.turns(present, groups, plots)
+    lines += report_sections.comparison(present, groups, baseline, resamples, seed)
+    lines += report_sections.per_task(present, groups, settings)
+    lines += report_sections.errors(present, groups)
     return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------- sections
 
 
 def _summary(
@@ -200,7 +188,7 @@ def _summary(
     rows.append(("Episodes", f"{finished} of {expected} finished" if expected else str(finished)))
     if settings and settings.created:
         rows.append(("Started", settings.created))
-    lines = ["## Summary", "", *_table(["", ""], rows, left=2), ""]
+    lines = ["## Summary", "", *table(["", ""], rows, left=2), ""]
     if expected and 0 < finished < expected:
         groups = metrics.by_setting(results)
         per = len(tasks) * trials
@@ -215,362 +203,3 @@ def _summary(
             "",
         ]
     return lines
-
-
-def _pass_rates(
-    order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
-) -> list[str]:
-    from turnbon_graph.bench.plots import trial_pass_rates
-
-    rows = []
-    for setting in order:
-        rs = groups[setting]
-        curve = metrics.pass_at_k_curve(rs)
-        per_trial = " / ".join(_pct(r) for r in trial_pass_rates(rs))
-        passed = sum(r.passed for r in rs)
-        rows.append((setting, str(len(rs)), str(passed), _pct(curve[1]), per_trial))
-    return [
-        "## Pass rate",
-        "",
-        "Mean pass rate is pass@1 averaged over trials (the paper's Figure 2a): each task's "
-        "share of passing trials, averaged over tasks.",
-        "",
-        *_table(["Setting", "Attempts", "Passed", "Mean pass rate", "Per trial"], rows),
-        "",
-        *_image(plots, "pass_rate", "Mean pass rate per setting"),
-    ]
-
-
-def _curves(
-    order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
-) -> list[str]:
-    lines: list[str] = []
-    for title, explain, metric, plot in (
-        (
-            "pass@k",
-            "pass@k: the chance that at least one of k trials drawn from a task's trials "
-            "passes (unbiased estimator), averaged over tasks (Figure 2b).",
-            metrics.pass_at_k_curve,
-            "pass_at_k",
-        ),
-        (
-            "Consistency",
-            "Consistency@k: the chance that all k trials drawn pass, averaged over tasks; at "
-            "k = trials it is the share of tasks solved in every trial (Figure 3b).",
-            metrics.consistency_curve,
-            "consistency",
-        ),
-    ):
-        curves = {s: metric(groups[s]) for s in order}
-        max_k = max((max(c) for c in curves.values() if c), default=0)
-        ks = range(1, max_k + 1)
-        rows = [(s, *(_pct(curves[s][k]) if k in curves[s] else DASH for k in ks)) for s in order]
-        lines += [
-            f"## {title}",
-            "",
-            explain,
-            "",
-            *_table(["Setting", *(f"k={k}" for k in ks)], rows),
-            "",
-            *_image(plots, plot, title),
-        ]
-    return lines
-
-
-def _costs(
-    results: Sequence[EpisodeResult],
-    order: Sequence[str],
-    groups: Mapping[str, list[EpisodeResult]],
-    baseline: str,
-    plots: Mapping[str, str],
-) -> list[str]:
-    table = {row.setting: row for row in metrics.cost_table(results, baseline)}
-    output_rows = []
-    for setting in order:
-        row = table[setting]
-        no_selector = setting == baseline and row.selector_tokens == 0
-        output_rows.append(
-            (
-                setting,
-                str(row.attempts),
-                f"{row.average_turns:.1f}",
-                _tokens(row.generator_tokens),
-                DASH if no_selector else _tokens(row.selector_tokens),
-                _ratio(row.total_vs_baseline),
-            )
-        )
-
-    def all_tokens(rs: Sequence[EpisodeResult]) -> int:
-        return sum(r.usage.generator.total_tokens + r.usage.selector.total_tokens for r in rs)
-
-    base = all_tokens(groups[baseline]) / len(groups[baseline]) if baseline in groups else None
-    prompt_rows = []
-    for setting in order:
-        rs = groups[setting]
-        per_attempt = all_tokens(rs) / len(rs)
-        costs = [u.cost_usd for r in rs for u in (r.usage.generator, r.usage.selector)]
-        known = [c for c in costs if c is not None]
-        prompt_rows.append(
-            (
-                setting,
-                _tokens(sum(r.usage.generator.prompt_tokens for r in rs) / len(rs)),
-                _tokens(sum(r.usage.selector.prompt_tokens for r in rs) / len(rs)),
-                _tokens(per_attempt),
-                _ratio(per_attempt / base if base else None),
-                _tokens(all_tokens(rs)),
-                f"${sum(known):.4f}" if known else DASH,
-            )
-        )
-    return [
-        "## Cost (Table 1)",
-        "",
-        "Per-attempt averages. As in the paper, tokens here are **output** (completion) "
-        "tokens: the generator's across all N candidates, the selector's over all its calls; "
-        f"the last column is their sum relative to the baseline's ({DASH} marks no selector).",
-        "",
-        *_table(
-            [
-                "Setting",
-                "Attempts",
-                "Average turns",
-                "Generator tokens",
-                "Selector tokens",
-                "Total (vs base)",
-            ],
-            output_rows,
-        ),
-        "",
-        "Prompt (input) tokens usually dominate what a run costs, since every turn resends "
-        "the whole transcript to all N candidates and to the selector:",
-        "",
-        *_table(
-            [
-                "Setting",
-                "Generator prompt / attempt",
-                "Selector prompt / attempt",
-                "All tokens / attempt",
-                "All (vs base)",
-                "All tokens, setting total",
-                "Cost (USD), setting total",
-            ],
-            prompt_rows,
-        ),
-        "",
-        *_image(plots, "token_cost", "Tokens per attempt"),
-    ]
-
-
-def _outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) -> list[str]:
-    rows = []
-    for setting in order:
-        shares = metrics.outcome_shares(groups[setting])
-        rows.append(
-            (setting, str(len(groups[setting])), *(_pct(shares[o]) for o in metrics.OUTCOMES))
-        )
-    return [
-        "## How attempts end (Table 2)",
-        "",
-        "Share of attempts by ending (Table 5): only an attempt that ended on its own can "
-        "pass or be a wrong submission; a context overflow, the time limit or any other "
-        "exception (including a verifier that could not run) ends it otherwise.",
-        "",
-        *_table(["Setting", "Attempts", *(_OUTCOME_HEADERS[o] for o in metrics.OUTCOMES)], rows),
-        "",
-    ]
-
-
-def _turns(
-    order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
-) -> list[str]:
-    per_setting = {s: metrics.turns_to_solve(groups[s]) for s in order}
-    rows = []
-    for setting in order:
-        values = list(per_setting[setting].values())
-        if values:
-            stats = (
-                f"{median(values):.1f}",
-                f"{sum(values) / len(values):.1f}",
-                f"{min(values):.1f}",
-                f"{max(values):.1f}",
-            )
-        else:
-            stats = (DASH, DASH, DASH, DASH)
-        rows.append((setting, str(len(values)), *stats))
-    tasks = sorted({t for values in per_setting.values() for t in values})
-    task_rows = [
-        (
-            _cell(task),
-            *(f"{per_setting[s][task]:.1f}" if task in per_setting[s] else DASH for s in order),
-        )
-        for task in tasks
-    ]
-    lines = [
-        "## Turns to solve (Figure 3a)",
-        "",
-        "Turns a task took, averaged over its passing trials; tasks a setting never "
-        "solved are left out of its numbers.",
-        "",
-        *_table(["Setting", "Tasks solved", "Median", "Mean", "Min", "Max"], rows),
-        "",
-    ]
-    if task_rows:
-        lines += [
-            f"Per task ({DASH}: not solved in that setting):",
-            "",
-            *_table(["Task", *order], task_rows),
-            "",
-        ]
-    return lines + _image(plots, "turns_to_solve", "Turns to solve")
-
-
-def _comparison(
-    order: Sequence[str],
-    groups: Mapping[str, list[EpisodeResult]],
-    baseline: str,
-    resamples: int,
-    seed: int,
-) -> list[str]:
-    lines = [
-        "## Against the baseline (paired bootstrap over tasks)",
-        "",
-    ]
-    if baseline not in groups:
-        return [*lines, f"No `{baseline}` setting in this run: nothing to compare against.", ""]
-    others = [s for s in order if s != baseline]
-    if not others:
-        return [*lines, f"Only `{baseline}` ran: nothing to compare against.", ""]
-    rows = []
-    for setting in others:
-        try:
-            c = metrics.paired_bootstrap(
-                groups[baseline], groups[setting], resamples=resamples, seed=seed
-            )
-        except ValueError:
-            rows.append((setting, DASH, "no task in common with the baseline", DASH, "0"))
-            continue
-        p = f"< {1 / resamples:.4g}" if c.p_value == 0 else f"{c.p_value:.4f}"
-        rows.append(
-            (
-                setting,
-                _pp(c.difference),
-                f"[{_pp(c.ci_low)}, {_pp(c.ci_high)}]",
-                p,
-                str(c.tasks),
-            )
-        )
-    return [
-        *lines,
-        f"Mean pass rate of each setting minus `{baseline}`'s, in percentage points, over the "
-        f"tasks both ran; {resamples:,} resamples of tasks with replacement (seed {seed}), "
-        "two-sided p-value.",
-        "",
-        *_table(["Setting", "Difference", "95% CI", "p-value", "Tasks"], rows),
-        "",
-    ]
-
-
-def _per_task(
-    order: Sequence[str],
-    groups: Mapping[str, list[EpisodeResult]],
-    settings: RunSettings | None,
-) -> list[str]:
-    counts = {s: metrics.per_task(groups[s]) for s in order}
-    every = [r for s in order for r in groups[s]]
-    known = {r.task for r in every}
-    tasks = [t for t in settings.tasks if t in known] if settings else []
-    tasks += sorted(known - set(tasks))
-    category = {r.task: r.category for r in every if r.category}
-    difficulty = {r.task: r.difficulty for r in every if r.difficulty}
-    extra = (["Category"] if category else []) + (["Difficulty"] if difficulty else [])
-    rows = []
-    for task in tasks:
-        labels = ([_cell(category.get(task) or "")] if category else []) + (
-            [_cell(difficulty.get(task) or "")] if difficulty else []
-        )
-        cells = []
-        for setting in order:
-            n, c = counts[setting].get(task, (0, 0))
-            cells.append(f"{c}/{n}" if n else DASH)
-        rows.append((_cell(task), *labels, *cells))
-    return [
-        "## Per task",
-        "",
-        "Passing trials / finished trials.",
-        "",
-        *_table(["Task", *extra, *order], rows, left=1 + len(extra)),
-        "",
-    ]
-
-
-def _errors(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) -> list[str]:
-    """Attempts that an exception stopped, one row per distinct error (they repeat)."""
-    seen: dict[tuple[str, str, str], list[EpisodeResult]] = {}
-    for setting in order:
-        for r in groups[setting]:
-            if r.error:
-                seen.setdefault((r.setting, r.outcome, _short(r.error)), []).append(r)
-    if not seen:
-        return []
-    rows = []
-    for (setting, outcome, text), rs in list(seen.items())[:_ERRORS_SHOWN]:
-        tasks = sorted({r.task for r in rs})
-        shown = ", ".join(tasks[:5]) + (f" (+{len(tasks) - 5})" if len(tasks) > 5 else "")
-        rows.append((setting, outcome, _cell(shown), _cell(text), str(len(rs))))
-    more = len(seen) - len(rows)
-    return [
-        "## Attempts stopped by an error",
-        "",
-        *_table(["Setting", "Outcome", "Tasks", "Error", "Attempts"], rows, left=4),
-        "",
-        *([f"... and {more} more distinct errors (see `episodes.jsonl`).", ""] if more else []),
-    ]
-
-
-# ----------------------------------------------------------------------------- formatting
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> list[str]:
-    """A Markdown table: the first `left` columns left-aligned, the (numbers) right."""
-    align = [":--" if i < left else "--:" for i in range(len(header))]
-    return [
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join(align) + " |",
-        *("| " + " | ".join(row) + " |" for row in rows),
-    ]
-
-
-def _image(plots: Mapping[str, str], name: str, alt: str) -> list[str]:
-    return [f"![{alt}]({plots[name]})", ""] if name in plots else []
-
-
-def _cell(text: str) -> str:
-    # A pipe or newline inside a cell would break the table.
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _short(text: str, limit: int = 240) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _pct(share: float) -> str:
-    return f"{100 * share:.1f}%"
-
-
-def _pp(share: float) -> str:
-    return f"{100 * share:+.1f} pp"
-
-
-def _ratio(value: float | None) -> str:
-    return DASH if value is None else f"{value:.1f}{TIMES}"
-
-
-def _tokens(count: float) -> str:
-    """Like the paper: 72K, 1.2M; small counts in full."""
-    if count >= 1e6:
-        return f"{count / 1e6:.1f}M"
-    if count >= 1e5:
-        return f"{count / 1e3:.0f}K"
-    if count >= 1e3:
-        return f"{count / 1e3:.1f}K"
-    return f"{count:.0f}"

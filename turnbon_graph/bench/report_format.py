@@ -1,0 +1,56 @@
+"""Markdown formatting of `turnbon report`'s tables and numbers: the paper's marks,
+percentages, percentage points, ratios and token counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+DASH = "\u2013"  # the paper's mark for "none" / "not applicable"
+TIMES = "\u00d7"
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> list[str]:
+    """A Markdown table: the first `left` columns left-aligned, the (numbers) right."""
+    align = [":--" if i < left else "--:" for i in range(len(header))]
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(align) + " |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def image(plots: Mapping[str, str], name: str, alt: str) -> list[str]:
+    return [f"![{alt}]({plots[name]})", ""] if name in plots else []
+
+
+def cell(text: str) -> str:
+    # A pipe or newline inside a cell would break the table.
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def short(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pct(share: float) -> str:
+    return f"{100 * share:.1f}%"
+
+
+def pp(share: float) -> str:
+    return f"{100 * share:+.1f} pp"
+
+
+def ratio(value: float | None) -> str:
+    return DASH if value is None else f"{value:.1f}{TIMES}"
+
+
+def tokens(count: float) -> str:
+    """Like the paper: 72K, 1.2M; small counts in full."""
+    if count >= 1e6:
+        return f"{count / 1e6:.1f}M"
+    if count >= 1e5:
+        return f"{count / 1e3:.0f}K"
+    if count >= 1e3:
+        return f"{count / 1e3:.1f}K"
+    return f"{count:.0f}"

@@ -1,0 +1,341 @@
+"""The result sections of `turnbon report`, one function each: pass rate, pass@k and
+consistency, cost (Table 1), how attempts end (Table 2), turns to solve, the paired
+comparison against the baseline, per task, and the attempts an error stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from statistics import median
+
+from turnbon_graph.bench import metrics
+from turnbon_graph.bench.report_format import (
+    DASH,
+    cell,
+    image,
+    pct,
+    pp,
+    ratio,
+    short,
+    table,
+    tokens,
+)
+from turnbon_graph.bench.runs import EpisodeResult, RunSettings
+
+OUTCOME_HEADERS = {
+    "pass": "Pass ↑",
+    "wrong_submission": "Wrong submission ↓",
+    "out_of_context": "Out of context ↓",
+    "time_limit": "Time limit ↓",
+    "agent_error": "Agent error ↓",
+}
+ERRORS_SHOWN = 20
+"""Distinct errors listed; the rest are counted."""
+
+
+def pass_rates(
+    order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
+) -> list[str]:
+    from turnbon_graph.bench.plots import trial_pass_rates
+
+    rows = []
+    for setting in order:
+        rs = groups[setting]
+        curve = metrics.pass_at_k_curve(rs)
+        per_trial = " / ".join(pct(r) for r in trial_pass_rates(rs))
+        passed = sum(r.passed for r in rs)
+        rows.append((setting, str(len(rs)), str(passed), pct(curve[1]), per_trial))
+    return [
+        "## Pass rate",
+        "",
+        "Mean pass rate is pass@1 averaged over trials (the paper's Figure 2a): each task's "
+        "share of passing trials, averaged over tasks.",
+        "",
+        *table(["Setting", "Attempts", "Passed", "Mean pass rate", "Per trial"], rows),
+        "",
+        *image(plots, "pass_rate", "Mean pass rate per setting"),
+    ]
+
+
+def curves(
+    order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
+) -> list[str]:
+    lines: list[str] = []
+    for title, explain, metric, plot in (
+        (
+            "pass@k",
+            "pass@k: the chance that at least one of k trials drawn from a task's trials "
+            "passes (unbiased estimator), averaged over tasks (Figure 2b).",
+            metrics.pass_at_k_curve,
+            "pass_at_k",
+        ),
+        (
+            "Consistency",
+            "Consistency@k: the chance that all k trials drawn pass, averaged over tasks; at "
+            "k = trials it is the share of tasks solved in every trial (Figure 3b).",
+            metrics.consistency_curve,
+            "consistency",
+        ),
+    ):
+        curves = {s: metric(groups[s]) for s in order}
+        max_k = max((max(c) for c in curves.values() if c), default=0)
+        ks = range(1, max_k + 1)
+        rows = [(s, *(pct(curves[s][k]) if k in curves[s] else DASH for k in ks)) for s in order]
+        lines += [
+            f"## {title}",
+            "",
+            explain,
+            "",
+            *table(["Setting", *(f"k={k}" for k in ks)], rows),
+            "",
+            *image(plots, plot, title),
+        ]
+    return lines
+
+
+def costs(
+    results: Sequence[EpisodeResult],
+    order: Sequence[str],
+    groups: Mapping[str, list[EpisodeResult]],
+    baseline: str,
+    plots: Mapping[str, str],
+) -> list[str]:
+    by_setting = {row.setting: row for row in metrics.cost_table(results, baseline)}
+    output_rows = []
+    for setting in order:
+        row = by_setting[setting]
+        no_selector = setting == baseline and row.selector_tokens == 0
+        output_rows.append(
+            (
+                setting,
+                str(row.attempts),
+                f"{row.average_turns:.1f}",
+                tokens(row.generator_tokens),
+                DASH if no_selector else tokens(row.selector_tokens),
+                ratio(row.total_vs_baseline),
+            )
+        )
+
+    def all_tokens(rs: Sequence[EpisodeResult]) -> int:
+        return sum(r.usage.generator.total_tokens + r.usage.selector.total_tokens for r in rs)
+
+    base = all_tokens(groups[baseline]) / len(groups[baseline]) if baseline in groups else None
+    prompt_rows = []
+    for setting in order:
+        rs = groups[setting]
+        per_attempt = all_tokens(rs) / len(rs)
+        costs = [u.cost_usd for r in rs for u in (r.usage.generator, r.usage.selector)]
+        known = [c for c in costs if c is not None]
+        prompt_rows.append(
+            (
+                setting,
+                tokens(sum(r.usage.generator.prompt_tokens for r in rs) / len(rs)),
+                tokens(sum(r.usage.selector.prompt_tokens for r in rs) / len(rs)),
+                tokens(per_attempt),
+                ratio(per_attempt / base if base else None),
+                tokens(all_tokens(rs)),
+                f"${sum(known):.4f}" if known else DASH,
+            )
+        )
+    return [
+        "## Cost (Table 1)",
+        "",
+        "Per-attempt averages. As in the paper, tokens here are **output** (completion) "
+        "tokens: the generator's across all N candidates, the selector's over all its calls; "
+        f"the last column is their sum relative to the baseline's ({DASH} marks no selector).",
+        "",
+        *table(
+            [
+                "Setting",
+                "Attempts",
+                "Average turns",
+                "Generator tokens",
+                "Selector tokens",
+                "Total (vs base)",
+            ],
+            output_rows,
+        ),
+        "",
+        "Prompt (input) tokens usually dominate what a run costs, since every turn resends "
+        "the whole transcript to all N candidates and to the selector:",
+        "",
+        *table(
+            [
+                "Setting",
+                "Generator prompt / attempt",
+                "Selector prompt / attempt",
+                "All tokens / attempt",
+                "All (vs base)",
+                "All tokens, setting total",
+                "Cost (USD), setting total",
+            ],
+            prompt_rows,
+        ),
+        "",
+        *image(plots, "token_cost", "Tokens per attempt"),
+    ]
+
+
+def outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) -> list[str]:
+    rows = []
+    for setting in order:
+        shares = metrics.outcome_shares(groups[setting])
+        rows.append(
+            (setting, str(len(groups[setting])), *(pct(shares[o]) for o in metrics.OUTCOMES))
+        )
+    return [
+        "## How attempts end (Table 2)",
+        "",
+        "Share of attempts by ending (Table 5): only an attempt that ended on its own can "
+        "pass or be a wrong submission; a context overflow, the time limit or any other "
+        "exception (including a verifier that could not run) ends it otherwise.",
+        "",
+        *table(["Setting", "Attempts", *(OUTCOME_HEADERS[o] for o in metrics.OUTCOMES)], rows),
+        "",
+    ]
+
+
+def turns(
+    order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
+) -> list[str]:
+    per_setting = {s: metrics.turns_to_solve(groups[s]) for s in order}
+    rows = []
+    for setting in order:
+        values = list(per_setting[setting].values())
+        if values:
+            stats = (
+                f"{median(values):.1f}",
+                f"{sum(values) / len(values):.1f}",
+                f"{min(values):.1f}",
+                f"{max(values):.1f}",
+            )
+        else:
+            stats = (DASH, DASH, DASH, DASH)
+        rows.append((setting, str(len(values)), *stats))
+    tasks = sorted({t for values in per_setting.values() for t in values})
+    task_rows = [
+        (
+            cell(task),
+            *(f"{per_setting[s][task]:.1f}" if task in per_setting[s] else DASH for s in order),
+        )
+        for task in tasks
+    ]
+    lines = [
+        "## Turns to solve (Figure 3a)",
+        "",
+        "Turns a task took, averaged over its passing trials; tasks a setting never "
+        "solved are left out of its numbers.",
+        "",
+        *table(["Setting", "Tasks solved", "Median", "Mean", "Min", "Max"], rows),
+        "",
+    ]
+    if task_rows:
+        lines += [
+            f"Per task ({DASH}: not solved in that setting):",
+            "",
+            *table(["Task", *order], task_rows),
+            "",
+        ]
+    return lines + image(plots, "turns_to_solve", "Turns to solve")
+
+
+def comparison(
+    order: Sequence[str],
+    groups: Mapping[str, list[EpisodeResult]],
+    baseline: str,
+    resamples: int,
+    seed: int,
+) -> list[str]:
+    lines = [
+        "## Against the baseline (paired bootstrap over tasks)",
+        "",
+    ]
+    if baseline not in groups:
+        return [*lines, f"No `{baseline}` setting in this run: nothing to compare against.", ""]
+    others = [s for s in order if s != baseline]
+    if not others:
+        return [*lines, f"Only `{baseline}` ran: nothing to compare against.", ""]
+    rows = []
+    for setting in others:
+        try:
+            c = metrics.paired_bootstrap(
+                groups[baseline], groups[setting], resamples=resamples, seed=seed
+            )
+        except ValueError:
+            rows.append((setting, DASH, "no task in common with the baseline", DASH, "0"))
+            continue
+        p = f"< {1 / resamples:.4g}" if c.p_value == 0 else f"{c.p_value:.4f}"
+        rows.append(
+            (
+                setting,
+                pp(c.difference),
+                f"[{pp(c.ci_low)}, {pp(c.ci_high)}]",
+                p,
+                str(c.tasks),
+            )
+        )
+    return [
+        *lines,
+        f"Mean pass rate of each setting minus `{baseline}`'s, in percentage points, over the "
+        f"tasks both ran; {resamples:,} resamples of tasks with replacement (seed {seed}), "
+        "two-sided p-value.",
+        "",
+        *table(["Setting", "Difference", "95% CI", "p-value", "Tasks"], rows),
+        "",
+    ]
+
+
+def per_task(
+    order: Sequence[str],
+    groups: Mapping[str, list[EpisodeResult]],
+    settings: RunSettings | None,
+) -> list[str]:
+    counts = {s: metrics.per_task(groups[s]) for s in order}
+    every = [r for s in order for r in groups[s]]
+    known = {r.task for r in every}
+    tasks = [t for t in settings.tasks if t in known] if settings else []
+    tasks += sorted(known - set(tasks))
+    category = {r.task: r.category for r in every if r.category}
+    difficulty = {r.task: r.difficulty for r in every if r.difficulty}
+    extra = (["Category"] if category else []) + (["Difficulty"] if difficulty else [])
+    rows = []
+    for task in tasks:
+        labels = ([cell(category.get(task) or "")] if category else []) + (
+            [cell(difficulty.get(task) or "")] if difficulty else []
+        )
+        cells = []
+        for setting in order:
+            n, c = counts[setting].get(task, (0, 0))
+            cells.append(f"{c}/{n}" if n else DASH)
+        rows.append((cell(task), *labels, *cells))
+    return [
+        "## Per task",
+        "",
+        "Passing trials / finished trials.",
+        "",
+        *table(["Task", *extra, *order], rows, left=1 + len(extra)),
+        "",
+    ]
+
+
+def errors(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) -> list[str]:
+    """Attempts that an exception stopped, one row per distinct error (they repeat)."""
+    seen: dict[tuple[str, str, str], list[EpisodeResult]] = {}
+    for setting in order:
+        for r in groups[setting]:
+            if r.error:
+                seen.setdefault((r.setting, r.outcome, short(r.error)), []).append(r)
+    if not seen:
+        return []
+    rows = []
+    for (setting, outcome, text), rs in list(seen.items())[:ERRORS_SHOWN]:
+        tasks = sorted({r.task for r in rs})
+        shown = ", ".join(tasks[:5]) + (f" (+{len(tasks) - 5})" if len(tasks) > 5 else "")
+        rows.append((setting, outcome, cell(shown), cell(text), str(len(rs))))
+    more = len(seen) - len(rows)
+    return [
+        "## Attempts stopped by an error",
+        "",
+        *table(["Setting", "Outcome", "Tasks", "Error", "Attempts"], rows, left=4),
+        "",
+        *([f"... and {more} more distinct errors (see `episodes.jsonl`).", ""] if more else []),
+    ]

@@ -1,0 +1,38 @@
+"""`turnbon analyze`: analysis.md for a run folder (what the selector prefers, the judge's
+and the rollouts' findings), written by `turnbon_graph.analysis.markdown`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from turnbon_graph.cli.arguments import run_folder_arguments
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "analyze",
+        help="write what the selector prefers (Figures 4, 5), the judge's and the rollouts' "
+        "findings for a run folder",
+        description=(
+            "Write analysis.md for a run folder: which behaviours the selector's picks show "
+            "against the share expected from a random pick (the paper's Figure 4), and how "
+            "long the picked actions are against the unpicked ones and the baseline's "
+            "(Figure 5), each with a paired bootstrap over tasks; then the judge's flagged "
+            "shares (Table 3) when `turnbon judge` wrote RUN/judge.jsonl, and the branch "
+            "rollouts' measures when `turnbon rollouts` wrote RUN/rollouts.jsonl."
+        ),
+    )
+    run_folder_arguments(parser, "RUN/analysis")
+    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from turnbon_graph.analysis.markdown import write_analysis
+
+    path = write_analysis(
+        args.run, args.out, baseline=args.baseline, resamples=args.resamples, seed=args.seed
+    )
+    print(path)
+    return 0

@@ -1,0 +1,98 @@
+"""`turnbon bench`: an environment's tasks for each N and trial, into a run folder."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP
+from turnbon_graph.cli.arguments import (
+    INTERRUPTED,
+    episode_arguments,
+    positive_int,
+    resume_command,
+)
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "bench",
+        help="run an environment's tasks for each N and trial into a run folder",
+        description=(
+            "Run every task of an environment for each N and trial, saving each finished "
+            "episode to a run folder. Interrupted runs resume: run the same command with "
+            "--run DIR. Environments come from installed packages (entry-point group "
+            f"'{ENVIRONMENTS_GROUP}')."
+        ),
+        allow_abbrev=False,  # the resume hint rewrites --run; abbreviations would dodge it
+    )
+    episode_arguments(parser, selector="the selector")
+    parser.add_argument(
+        "--n",
+        type=positive_int,
+        nargs="+",
+        default=[1, 4],
+        metavar="N",
+        help="candidates per turn, one setting each; N=1 is the baseline (default: 1 4)",
+    )
+    parser.add_argument(
+        "--trials", type=positive_int, default=1, metavar="K", help="attempts per task and N"
+    )
+    parser.add_argument(
+        "--concurrency", type=positive_int, default=4, metavar="C", help="episodes at once"
+    )
+    parser.add_argument(
+        "--run", type=Path, metavar="DIR", help="run folder (default: runs/<env>-<model>-<time>)"
+    )
+    parser.add_argument("--seed", type=int, help="selector shuffles and the random selector")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import contextlib
+
+    from turnbon_graph.bench.report import one_line_summary, read_settings, setting_order
+    from turnbon_graph.bench.report_format import TIMES
+    from turnbon_graph.bench.runner import BenchConfig, run_benchmark
+    from turnbon_graph.cli.models import connection, engine_options, episode_setup
+
+    setup = episode_setup(args)
+    environment, run_dir, model = setup.environment, setup.run_dir, setup.model
+    with contextlib.ExitStack() as stack:
+        options = engine_options(args, setup.selector, connection(args, environment, stack))
+        config = BenchConfig(
+            model=model,
+            n_values=sorted(set(args.n)),
+            selector=setup.selector,
+            trials=args.trials,
+            concurrency=args.concurrency,
+            engine_options=options,
+        )
+        count = len(args.task) if args.task else len(environment.tasks())
+        settings = ", ".join(f"N={n}" for n in config.n_values)
+        print(f"Run folder: {run_dir}", flush=True)
+        print(
+            f"{environment.name}: {count} task(s) {TIMES} {args.trials} trial(s) {TIMES} "
+            f"{settings} on {model}",
+            flush=True,
+        )
+        try:
+            results = asyncio.run(
+                run_benchmark(environment, config, run_dir, tasks=args.task or None)
+            )
+        except KeyboardInterrupt:
+            # asyncio.run cancelled the episodes in flight; finished ones are on disk.
+            print(
+                f"\nStopped. Finished episodes are saved in {run_dir}; resume with:\n"
+                f"  {resume_command(args.argv, run_dir)}",
+                file=sys.stderr,
+            )
+            return INTERRUPTED
+    order = setting_order(results, read_settings(run_dir))
+    print(f"{len(results)} episodes · {one_line_summary(results, order)}")
+    print(f"Report: turnbon report {shlex.quote(str(run_dir))}")
+    return 0

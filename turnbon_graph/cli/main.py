@@ -1,0 +1,41 @@
+"""The `turnbon` parser and entry point: each command module adds its subparser, with the
+function that runs it. Imports stay inside the commands so `--help` answers at once."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from turnbon_graph.cli import analyze, bench, judge, report, rollouts
+from turnbon_graph.cli import run as run_command
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="turnbon",
+        description="Turn-level best-of-N sampling for LangGraph agents.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command in (run_command, bench, report, judge, analyze, rollouts):
+        command.add_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    args.argv = argv  # for the resume hints of bench and rollouts
+    # LiteLLM otherwise fetches its price list from the internet at import time.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from turnbon_graph.errors import TurnBoNError
+
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except TurnBoNError as exc:
+        print(f"turnbon {args.command}: error: {exc}", file=sys.stderr)
+        return 2

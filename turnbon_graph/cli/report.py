@@ -1,0 +1,29 @@
+"""`turnbon report`: a run folder's results as Markdown with tables and plots."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from turnbon_graph.cli.arguments import run_folder_arguments
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "report",
+        help="write a Markdown report with tables and plots for a run folder",
+        description=(
+            "Write report.md (pass rates, pass@k, consistency, cost, outcomes, turns to "
+            "solve, paired bootstrap against the baseline, per-task results) and PNG plots."
+        ),
+    )
+    run_folder_arguments(parser, "RUN/report")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from turnbon_graph.bench.report import write_report
+
+    path = write_report(args.run, args.out, baseline=args.baseline, resamples=args.resamples)
+    print(path)
+    return 0

@@ -1,0 +1,213 @@
+"""`turnbon rollouts`: value every candidate by branch rollouts on live episodes; the
+flags become a `RolloutBudget`, and `turnbon_graph.bench.branching` runs and resumes."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from turnbon_graph.cli.arguments import (
+    INTERRUPTED,
+    episode_arguments,
+    positive_int,
+    resume_command,
+)
+
+if TYPE_CHECKING:
+    from turnbon_graph.analysis.rollouts import RolloutBudget
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "rollouts",
+        help="value every candidate by branch rollouts: does the pool hold a good action, "
+        "and does the selector pick it",
+        description=(
+            "Run live episodes of an environment's tasks with Turn-BoN and, at the chosen "
+            "turns, fork the episode once per distinct candidate action: force it, continue "
+            "with one candidate a turn to the end and verify. A candidate's value is its "
+            "mean pass over R rollouts; per turn, oracle (the best value), realised (the "
+            "pick's), mu (the mean), headroom capture h = (realised - mu) / (oracle - mu) "
+            "and the scores' rank correlation with the values rho_v. Prints the plan before "
+            "starting (tokens too with --profile); each episode's report is appended to "
+            "RUN/rollouts.jsonl, and the same command with --run DIR resumes. The episodes "
+            "must be forkable (the terminal environment's are)."
+        ),
+        allow_abbrev=False,  # the resume hint rewrites --run; abbreviations would dodge it
+    )
+    episode_arguments(parser, selector="the main episode's selector, whose picks are measured")
+    parser.add_argument("-n", type=positive_int, default=4, help="candidates per turn (default 4)")
+    parser.add_argument(
+        "--trials", type=positive_int, default=1, metavar="K", help="episodes per task (default 1)"
+    )
+    parser.add_argument(
+        "--rollouts",
+        type=positive_int,
+        default=1,
+        metavar="R",
+        help="rollouts per distinct candidate action (default 1)",
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--turns",
+        type=positive_int,
+        nargs="+",
+        metavar="T",
+        help="branch at these turns, 1-based (default: every turn)",
+    )
+    which.add_argument(
+        "--sample-turns",
+        type=positive_int,
+        metavar="K",
+        help="branch at K turns drawn per episode (seeded) from 1 to --horizon",
+    )
+    parser.add_argument(
+        "--horizon",
+        type=positive_int,
+        metavar="H",
+        help="with --sample-turns: the turns drawn from, 1 to H (default: the task's turn "
+        "limit); set it to a typical episode's length, or most draws fall after the end",
+    )
+    parser.add_argument(
+        "--max-rollouts",
+        type=positive_int,
+        metavar="M",
+        help="no new rollout starts once M have started, over the whole run",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        metavar="T",
+        help="no new rollout starts once the rollouts spent T tokens (those running finish)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="RUN",
+        help="a `turnbon bench` run folder of this model, to estimate the tokens beforehand",
+    )
+    parser.add_argument(
+        "--run",
+        type=Path,
+        metavar="DIR",
+        help="where rollouts.jsonl goes, e.g. the bench run of this model, so `turnbon "
+        "analyze` shows both (default: runs/<env>-rollouts-<model>-<time>)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=2,
+        metavar="C",
+        help="rollouts at once (default 2); episodes run one after another",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the plan and stop before starting"
+    )
+    parser.add_argument(
+        "--seed", type=int, metavar="S", help="which turns --sample-turns draws, selector shuffles"
+    )
+    parser.set_defaults(handler=run)
+
+
+def rollout_budget(args: argparse.Namespace) -> RolloutBudget:
+    """The `RolloutBudget` the flags ask for."""
+    from pydantic import ValidationError
+
+    from turnbon_graph.analysis.rollouts import RolloutBudget
+    from turnbon_graph.errors import ConfigurationError
+
+    if args.horizon is not None and args.sample_turns is None:
+        raise ConfigurationError(
+            "--horizon goes with --sample-turns (it is the range the turns are drawn from); "
+            "add --sample-turns K, or drop --horizon"
+        )
+    try:
+        return RolloutBudget(
+            turns=sorted(set(args.turns)) if args.turns else None,
+            sample_turns=args.sample_turns,
+            horizon=args.horizon,
+            rollouts=args.rollouts,
+            max_rollouts=args.max_rollouts,
+            max_tokens=args.max_tokens,
+            seed=args.seed if args.seed is not None else 0,
+        )
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ConfigurationError(f"invalid rollout settings: {problem}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import contextlib
+
+    from turnbon_graph.analysis.markdown import rollout_table
+    from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE
+    from turnbon_graph.bench.branching import (
+        branch_all,
+        plan,
+        progress,
+        reports_of,
+        selector_label,
+    )
+    from turnbon_graph.bench.environment import chosen_tasks
+    from turnbon_graph.cli.models import connection, engine_options, episode_setup
+    from turnbon_graph.turn import TurnEngine
+
+    budget = rollout_budget(args)
+    setup = episode_setup(args, kind="rollouts")
+    environment, run_dir, model, selector = (
+        setup.environment,
+        setup.run_dir,
+        setup.model,
+        setup.selector,
+    )
+    tasks = chosen_tasks(environment, args.task)
+    label = selector_label(selector, model)
+    state = progress(
+        run_dir, environment, tasks, args.trials, n=args.n, selector=label, budget=budget
+    )
+    if state.skipped:
+        print(
+            f"Resuming: {state.skipped} episode(s) already in {run_dir / ROLLOUTS_FILE} are "
+            "skipped; their rollouts and tokens count toward --max-rollouts and --max-tokens.",
+            flush=True,
+        )
+    if state.todo:
+        print(plan(budget, args.n, state.todo, tasks, args.profile), flush=True)
+    if args.dry_run:
+        print("Dry run: nothing started.")
+        return 0
+    if state.todo:
+        with contextlib.ExitStack() as stack:
+            options = engine_options(args, selector, connection(args, environment, stack))
+
+            async def branch() -> None:
+                engine = TurnEngine.from_options(model, n=args.n, selector=selector, **options)
+                await branch_all(
+                    environment,
+                    engine,
+                    state.todo,
+                    budget,
+                    state.spend(),
+                    concurrency=args.concurrency,
+                    run_dir=run_dir,
+                )
+
+            print(f"Run folder: {run_dir}", flush=True)
+            try:
+                asyncio.run(branch())
+            except KeyboardInterrupt:
+                # asyncio.run cancelled the episode in flight; finished ones are on disk.
+                print(
+                    f"\nStopped. Finished episodes are saved in {run_dir / ROLLOUTS_FILE}; "
+                    f"resume with:\n  {resume_command(args.argv, run_dir)}",
+                    file=sys.stderr,
+                )
+                return INTERRUPTED
+    print()
+    print(rollout_table(reports_of(run_dir, environment.name, args.n, label, budget)))
+    print(f"With the run's other analyses: turnbon analyze {shlex.quote(str(run_dir))}")
+    return 0

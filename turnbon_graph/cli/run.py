@@ -1,0 +1,233 @@
+"""`turnbon run` (a task folder, a shipped task or an inline instruction) and `turnbon demo`
+(a small shipped task): one task solved turn by turn, shown live."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from turnbon_graph.cli.arguments import INTERRUPTED, positive_int
+
+if TYPE_CHECKING:
+    from turnbon_graph.bench.environment import Environment, TaskSpec
+    from turnbon_graph.bench.episode import EpisodeEnd
+
+DEMO_TASK = "largest-file"
+
+RUN_DEFAULTS: dict[str, Any] = {
+    "task": None,
+    "instruction": None,
+    "workdir": None,
+    "env": "terminal",
+    "model": None,
+    "n": 4,
+    "selector": None,
+    "selector_api_base": None,
+    "api_base": None,
+    "temperature": None,
+    "tool_calling": None,
+    "trials": 1,
+    "max_turns": None,
+    "seed": 0,
+}
+"""`turnbon run`'s settings and defaults; a --config file may set any of them."""
+
+
+def add_parser(commands: Any) -> None:
+    """`turnbon demo` and `turnbon run`."""
+    demo_parser = commands.add_parser(
+        "demo",
+        help="solve a small terminal task turn by turn, showing every candidate and choice",
+        description=(
+            "Solve a small shipped terminal task with Turn-BoN, printing each turn's "
+            "candidates, the choice and why, and the command's output, then the verifier's "
+            "verdict and the tokens used. Without --model it runs on the embedded local model "
+            "(SmolLM2-135M, no API key; `make setup-local`); --model stub runs a scripted "
+            "stand-in with no model at all. Exits 0 when the episode ran, pass or fail; 1 "
+            "when it ended in an error (a time limit, a failed model call)."
+        ),
+    )
+    demo_parser.add_argument(
+        "--model", help="a LiteLLM model id (e.g. openai/gpt-4o-mini), or 'stub'; default: local"
+    )
+    demo_parser.add_argument(
+        "--selector", help="a LiteLLM model id for the selector (default: --model)"
+    )
+    demo_parser.add_argument("-n", type=int, default=4, help="candidates per turn (default 4)")
+    demo_parser.add_argument("--task", default=DEMO_TASK, help="a shipped task id")
+    demo_parser.add_argument(
+        "--max-turns", type=int, default=4, help="turns before stopping (default 4)"
+    )
+    demo_parser.add_argument("--seed", type=int, default=0)
+    demo_parser.set_defaults(handler=demo)
+
+    parser = commands.add_parser(
+        "run",
+        help="solve a task folder or an inline instruction turn by turn, shown live",
+        description=(
+            "Solve one task with Turn-BoN, printing each turn's candidates, the choice and "
+            "why, and the command's output, then the verifier's verdict. TASK is a task "
+            "folder (Terminal-Bench 2 layout) or a shipped task id; or give --instruction "
+            "(no verifier), optionally starting in a copy of --workdir. Settings come from "
+            "flags, a TOML --config file with the same names (snake_case), then defaults; "
+            "without --model it runs on the embedded local model (`make setup-local`)."
+        ),
+        argument_default=argparse.SUPPRESS,  # unset flags leave --config values alone
+    )
+    parser.add_argument("task", nargs="?", metavar="TASK", help="a task folder or shipped task id")
+    parser.add_argument("--instruction", metavar="TEXT", help="what to do, instead of a TASK")
+    parser.add_argument(
+        "--workdir", metavar="DIR", help="with --instruction: start in a copy of DIR"
+    )
+    parser.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of these settings")
+    parser.add_argument("--env", metavar="NAME", help="environment (default: terminal)")
+    parser.add_argument(
+        "--model", help="a LiteLLM model id, or 'stub'; default: the embedded local model"
+    )
+    parser.add_argument("-n", type=positive_int, help="candidates per turn (default 4)")
+    parser.add_argument(
+        "--selector",
+        metavar="MODEL|first|random|majority",
+        help="a LiteLLM model id for an LLM selector, or a selector that calls no model "
+        "(default: an LLM selector on the generator's model)",
+    )
+    parser.add_argument("--selector-api-base", metavar="URL", help="api_base for --selector MODEL")
+    parser.add_argument("--api-base", metavar="URL", help="api_base for the generator's calls")
+    parser.add_argument("--temperature", type=float, metavar="T", help="generator temperature")
+    parser.add_argument(
+        "--tool-calling",
+        choices=("auto", "native", "prompted"),
+        help="native tool calls, tools in the prompt with a JSON answer, or auto (default)",
+    )
+    parser.add_argument("--trials", type=positive_int, metavar="K", help="episodes (default 1)")
+    parser.add_argument(
+        "--max-turns", type=positive_int, metavar="T", help="default: the task's own limit"
+    )
+    parser.add_argument("--seed", type=int)
+    parser.set_defaults(handler=run)
+
+
+def demo(args: argparse.Namespace) -> int:
+    """`turnbon demo`: one episode of a shipped terminal task."""
+    import asyncio
+
+    from turnbon_graph.bench.registry import load_environment
+    from turnbon_graph.cli.live import LiveOptions, run_live
+    from turnbon_graph.errors import ConfigurationError
+
+    environment = load_environment("terminal", None)
+    tasks = {t.id: t for t in environment.tasks()}
+    if args.task not in tasks:
+        raise ConfigurationError(
+            f"no task {args.task!r}; shipped tasks: {', '.join(sorted(tasks))}"
+        )
+    options = LiveOptions(
+        model=args.model, n=args.n, selector=args.selector, max_turns=args.max_turns, seed=args.seed
+    )
+    (end,) = asyncio.run(run_live(environment, tasks[args.task], options))
+    return 0 if end.outcome in (None, "pass", "wrong_submission") else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    """`turnbon run`: the settings' task, each trial shown live."""
+    import asyncio
+
+    from turnbon_graph.cli.live import LiveOptions, run_live
+
+    settings = run_settings(args)
+    environment, spec = _task(settings)
+    options = LiveOptions(
+        model=settings["model"],
+        n=settings["n"],
+        selector=settings["selector"],
+        max_turns=settings["max_turns"],
+        trials=settings["trials"],
+        seed=settings["seed"],
+        api_base=settings["api_base"],
+        selector_api_base=settings["selector_api_base"],
+        temperature=settings["temperature"],
+        tool_calling=settings["tool_calling"],
+    )
+    try:
+        ends: list[EpisodeEnd] = asyncio.run(run_live(environment, spec, options))
+    except KeyboardInterrupt:
+        print("\nStopped.", file=sys.stderr)
+        return INTERRUPTED
+    return 0 if all(e.outcome in (None, "pass") for e in ends) else 1
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags over the --config file over `RUN_DEFAULTS`; paths in the file are relative
+    to the file."""
+    from turnbon_graph.errors import ConfigurationError
+
+    settings = dict(RUN_DEFAULTS)
+    config: Path | None = getattr(args, "config", None)
+    if config is not None:
+        import tomllib
+
+        try:
+            with config.open("rb") as handle:
+                values = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigurationError(f"no config file at {config}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigurationError(f"{config} is not valid TOML: {exc}") from None
+        unknown = sorted(set(values) - set(RUN_DEFAULTS))
+        if unknown:
+            raise ConfigurationError(
+                f"{config}: unknown setting(s) {', '.join(unknown)}; "
+                f"known: {', '.join(RUN_DEFAULTS)}"
+            )
+        for key in ("task", "workdir"):
+            value = values.get(key)
+            if isinstance(value, str) and (config.parent / value).exists():
+                values[key] = str(config.parent / value)
+        settings.update(values)
+    settings.update({k: v for k, v in vars(args).items() if k in RUN_DEFAULTS})
+    if (settings["task"] is None) == (settings["instruction"] is None):
+        raise ConfigurationError("give either a TASK (folder or shipped id) or --instruction")
+    if settings["workdir"] is not None and settings["instruction"] is None:
+        raise ConfigurationError("--workdir goes with --instruction (a TASK brings its files)")
+    for key in ("n", "trials"):
+        if not isinstance(settings[key], int) or settings[key] < 1:
+            raise ConfigurationError(f"{key} must be a whole number of at least 1")
+    return settings
+
+
+def _task(settings: dict[str, Any]) -> tuple[Environment, TaskSpec]:
+    """The environment and the task the settings name: an inline instruction, a task
+    folder, or a task id of the environment."""
+    from turnbon_graph.bench.registry import load_environment
+    from turnbon_graph.errors import ConfigurationError
+
+    name = settings["env"]
+    if settings["instruction"] is not None:
+        environment = load_environment(name, None)
+        add = getattr(environment, "add_instruction", None)
+        if not callable(add):
+            raise ConfigurationError(f"environment {name!r} cannot take an inline instruction")
+        spec: TaskSpec = add(
+            settings["instruction"],
+            workdir=settings["workdir"],
+            max_turns=settings["max_turns"] or 30,
+        )
+        return environment, spec
+    task = str(settings["task"])
+    folder = Path(task)
+    environment = load_environment(name, task if folder.is_dir() else None)
+    tasks = {t.id: t for t in environment.tasks()}
+    if folder.is_dir():
+        if len(tasks) != 1:
+            raise ConfigurationError(
+                f"{folder} holds {len(tasks)} tasks ({', '.join(sorted(tasks))}); "
+                "give one task folder"
+            )
+        return environment, next(iter(tasks.values()))
+    if task in tasks:
+        return environment, tasks[task]
+    raise ConfigurationError(
+        f"{task!r} is neither a folder nor a task of {name!r} (shipped: {', '.join(sorted(tasks))})"
+    )
