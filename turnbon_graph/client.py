@@ -27,9 +27,7 @@ from turnbon_graph.records import Usage
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 # Keys whose values are secrets: they reach the provider but never a record or an error text.
 _SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD")
-SECRET_KEYS = frozenset(
-    {"api_key", "azure_ad_token", "aws_secret_access_key", "aws_session_token"}
-)
+SECRET_KEYS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "aws_session_token"})
 
 
 @dataclass
