@@ -85,8 +85,12 @@ def run(args: argparse.Namespace) -> int:
         judge_run,
         load_rubrics,
     )
+    from turnbon_graph.analysis.judge.run_folder import (
+        check_run,
+        task_instructions,
+        verdict_summary,
+    )
     from turnbon_graph.analysis.markdown import flagged_table
-    from turnbon_graph.bench.judging import check_run, task_instructions, verdict_summary
     from turnbon_graph.errors import ConfigurationError
 
     if args.model == STUB_MODEL:

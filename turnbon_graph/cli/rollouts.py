@@ -1,5 +1,5 @@
 """`turnbon rollouts`: value every candidate by branch rollouts on live episodes; the
-flags become a `RolloutBudget`, and `turnbon_graph.bench.branching` runs and resumes."""
+flags become a `RolloutBudget`, and `turnbon_graph.analysis.rollouts.sweep` runs and resumes."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
     from turnbon_graph.analysis.markdown import rollout_table
     from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE
-    from turnbon_graph.bench.branching import (
+    from turnbon_graph.analysis.rollouts.sweep import (
         branch_all,
         plan,
         progress,

@@ -37,8 +37,8 @@ that name the episode's directory, time or randomness differ, and the turns file
 only the first 4000 characters of each observation to compare against), so values are
 estimated on live episodes only.
 
-The modules: `models` (the records and their file), `statistics` (the measures and
-`summarise`), `budget` (budgets, spend and the cost plan) and `live` (the live driver,
+The modules: `models` (the records, their file and `summarise`), `statistics` (h and
+rho_v), `budget` (budgets, spend and the cost plan) and `live` (the live driver,
 `branch_rollouts`).
 """
 
@@ -62,18 +62,14 @@ from turnbon_graph.analysis.rollouts.models import (
     Rollout,
     RolloutOutcome,
     RolloutReport,
+    RolloutSummary,
     SkippedRollout,
     SkippedTurn,
     read_reports,
+    summarise,
     write_report,
 )
-from turnbon_graph.analysis.rollouts.statistics import (
-    RolloutSummary,
-    average_ranks,
-    headroom,
-    spearman,
-    summarise,
-)
+from turnbon_graph.analysis.rollouts.statistics import average_ranks, headroom, spearman
 
 __all__ = [
     "ROLLOUTS_FILE",

@@ -1,15 +1,17 @@
 """The records of branch rollouts (one `RolloutReport` per episode, its `BranchTurn`s,
-their candidates' values and rollouts) and their JSON-lines file in the run folder."""
+their candidates' values and rollouts), their JSON-lines file in the run folder, and
+`summarise`, their aggregates (`RolloutSummary`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from turnbon_graph.analysis.rollouts.budget import RolloutBudget
-from turnbon_graph.analysis.rollouts.statistics import RolloutSummary, headroom, spearman, summarise
+from turnbon_graph.analysis.rollouts.statistics import headroom, spearman
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 """One line per episode (a `RolloutReport`) in the run folder."""
@@ -208,3 +210,57 @@ def read_reports(run: str | Path) -> list[RolloutReport]:
     from turnbon_graph.bench.runs import read_lines
 
     return read_lines(Path(run) / ROLLOUTS_FILE, RolloutReport)
+
+
+class RolloutSummary(BaseModel):
+    """Aggregates over branched turns (complete ones; see `BranchTurn.complete`)."""
+
+    turns: int
+    complete_turns: int
+    h_turns: int
+    """Complete turns where h is defined (oracle > mu and a picked value)."""
+    mean_h: float | None = None
+    mean_oracle: float | None = None
+    mean_realised: float | None = None
+    mean_mu: float | None = None
+    rho_v: float | None = None
+    """Spearman over every (score, value) pair of the complete turns, pooled."""
+    rho_v_mean: float | None = None
+    """Mean of the per-turn rho_v where defined (the study's per-task convention)."""
+    rho_v_turns: int = 0
+    rollouts: int = 0
+    skipped_rollouts: int = 0
+    tokens: int = 0
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def summarise(turns: Iterable[BranchTurn]) -> RolloutSummary:
+    """The aggregates over branched turns (of one episode or many)."""
+    turns = list(turns)
+    complete = [t for t in turns if t.complete]
+    per_turn_rho = [t.rho_v for t in complete if t.rho_v is not None]
+    pairs = [
+        (c.score, c.value)
+        for t in complete
+        for c in t.candidates
+        if c.ok and c.score is not None and c.value is not None
+    ]
+    return RolloutSummary(
+        turns=len(turns),
+        complete_turns=len(complete),
+        h_turns=sum(t.h is not None for t in complete),
+        mean_h=_mean(t.h for t in complete),
+        mean_oracle=_mean(t.oracle for t in complete),
+        mean_realised=_mean(t.realised for t in complete),
+        mean_mu=_mean(t.mu for t in complete),
+        rho_v=spearman([s for s, _ in pairs], [v for _, v in pairs]),
+        rho_v_mean=_mean(per_turn_rho),
+        rho_v_turns=len(per_turn_rho),
+        rollouts=sum(len(t.rollouts) for t in turns),
+        skipped_rollouts=sum(len(t.skipped) for t in turns),
+        tokens=sum(r.tokens for t in turns for r in t.rollouts),
+    )

@@ -10,17 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.analysis.rollouts import (
+from turnbon_graph.analysis.rollouts.budget import (
     RolloutBudget,
-    RolloutReport,
     Spend,
     UsageProfile,
-    branch_rollouts,
     estimate_cost,
     format_plan,
-    read_reports,
-    write_report,
 )
+from turnbon_graph.analysis.rollouts.live import branch_rollouts
+from turnbon_graph.analysis.rollouts.models import RolloutReport, read_reports, write_report
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.errors import ConfigurationError
 
