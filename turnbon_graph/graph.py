@@ -19,7 +19,8 @@ from turnbon_graph.config import TurnConfig
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import ModelPool, ToolLike, to_openai_tools
 from turnbon_graph.records import RECORD_KEY
-from turnbon_graph.turn import EventSink, GeneratedTurn, TurnEngine
+from turnbon_graph.turn import EventSink, TurnEngine
+from turnbon_graph.turn_state import GeneratedTurn
 
 Tools = Sequence[ToolLike] | ToolNode
 

@@ -3,7 +3,7 @@
 The single engine behind both `create_turnbon_graph` and `ChatTurnBoN`, so the graph and
 the chat model cannot drift apart. It has two phases because the graph runs them as two
 nodes: the candidates are checkpointed between them, so a selector that pauses the graph
-(or a crash) never costs a regeneration.
+(or a crash) never costs a regeneration (`turn_state.GeneratedTurn`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,6 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from turnbon_graph.candidates import (
     Candidate,
     agreement,
-    candidate_from_state,
-    candidate_to_state,
     fallback_choice,
     group_by_action,
 )
@@ -47,81 +44,10 @@ from turnbon_graph.records import (
     UsageSplit,
 )
 from turnbon_graph.selectors.base import Selection, Selector
+from turnbon_graph.turn_state import GeneratedTurn
 
 EventSink = Callable[[dict[str, Any]], None]
 """Receives progress events: candidate_arrived, candidate_failed, selection_made."""
-
-
-@dataclass
-class GeneratedTurn:
-    """The candidates of one turn, between the generate and select phases."""
-
-    turn_id: str
-    n_requested: int
-    candidates: list[Candidate]
-    latency_s: float
-    tools: list[dict[str, Any]] | None = None
-    extra: dict[str, Any] | None = None
-    """The request settings, kept so that a resample asks the same question."""
-    rejected: int = 0
-    """How many candidates at the front of `candidates` a selector already rejected."""
-    committed: int | None = None
-    """Position in `ok` that adaptive sampling committed to (no selector call), or None."""
-    sampling: SamplingRecord = field(default_factory=SamplingRecord)
-
-    @property
-    def ok(self) -> list[Candidate]:
-        """Successful candidates still in the running (not rejected), in generation order."""
-        return [c for c in self.candidates[self.rejected :] if c.ok]
-
-    def to_state(self) -> dict[str, Any]:
-        return {
-            "turn_id": self.turn_id,
-            "n_requested": self.n_requested,
-            "candidates": [candidate_to_state(c) for c in self.candidates],
-            "latency_s": self.latency_s,
-            "tools": self.tools,
-            "extra": self.extra,
-            "rejected": self.rejected,
-            "committed": self.committed,
-            "sampling": self.sampling.model_dump(),
-        }
-
-    @classmethod
-    def from_state(cls, data: dict[str, Any]) -> GeneratedTurn:
-        return cls(
-            turn_id=data["turn_id"],
-            n_requested=data["n_requested"],
-            candidates=[candidate_from_state(c) for c in data["candidates"]],
-            latency_s=data["latency_s"],
-            tools=data.get("tools"),
-            extra=data.get("extra"),
-            rejected=data.get("rejected", 0),
-            committed=data.get("committed"),
-            sampling=SamplingRecord.model_validate(data.get("sampling") or {}),
-        )
-
-    def resampled(self, fresh: GeneratedTurn) -> GeneratedTurn:
-        """This turn with every current candidate rejected and `fresh`'s appended after
-        them (re-indexed so indices stay unique)."""
-        offset = len(self.candidates)
-        for candidate in fresh.candidates:
-            candidate.index += offset
-        return GeneratedTurn(
-            turn_id=self.turn_id,
-            n_requested=self.n_requested + fresh.n_requested,
-            candidates=[*self.candidates, *fresh.candidates],
-            latency_s=self.latency_s + fresh.latency_s,
-            tools=self.tools,
-            extra=self.extra,
-            rejected=offset,
-            sampling=self.sampling.model_copy(
-                update={
-                    "calls": self.sampling.calls + fresh.sampling.calls,
-                    "batches": [*self.sampling.batches, *fresh.sampling.batches],
-                }
-            ),
-        )
 
 
 class TurnEngine:

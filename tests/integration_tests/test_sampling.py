@@ -33,7 +33,7 @@ from turnbon_graph.testing import (
     is_selector_request,
     tool_call,
 )
-from turnbon_graph.turn import GeneratedTurn
+from turnbon_graph.turn_state import GeneratedTurn
 
 ASK = [HumanMessage("go")]
 
