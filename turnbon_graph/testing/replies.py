@@ -1,0 +1,205 @@
+"""What goes over the stub's wire: the captured request, the scripted answer, and the
+builders of OpenAI chat-completion bodies, tool calls and errors (plus a matcher for the
+library's selector requests).
+
+The request and answer types live here, not in `server`, because the builders make them
+(`error` returns a `StubResponse`) and the server consumes them. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+__all__ = [
+    "SELECTOR_PROMPT_PREFIX",
+    "CapturedRequest",
+    "Responder",
+    "StubResponse",
+    "chat_completion",
+    "choice",
+    "error",
+    "is_selector_request",
+    "tool_call",
+]
+
+SELECTOR_PROMPT_PREFIX = "You are the selector"
+
+
+@dataclass
+class StubResponse:
+    """One scripted HTTP answer.
+
+    ``body``: a dict is sent as JSON; ``str``/``bytes`` are sent verbatim (use this for
+    malformed bodies); ``None`` sends an empty body. ``delay`` is waited inside the server
+    before answering; ``drop`` closes the connection without any HTTP response.
+    """
+
+    body: dict[str, Any] | str | bytes | None = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    drop: bool = False
+
+
+@dataclass
+class CapturedRequest:
+    """A request received on the chat-completions endpoint."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    received_at: float
+
+    def header(self, name: str) -> str | None:
+        """Case-insensitive header lookup (clients differ in header-name casing)."""
+        wanted = name.lower()
+        for key, value in self.headers.items():
+            if key.lower() == wanted:
+                return value
+        return None
+
+
+Responder: TypeAlias = (
+    StubResponse | dict[str, Any] | Callable[[CapturedRequest], "StubResponse | dict[str, Any]"]
+)
+"""What a route answers with; a plain dict is shorthand for ``StubResponse(body=dict)``."""
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def _hex(n: int = 24) -> str:
+    return uuid.uuid4().hex[:n]
+
+
+def tool_call(name: str, args: dict[str, Any], *, id: str | None = None) -> dict[str, Any]:
+    """Build an OpenAI ``tool_calls`` entry (arguments are JSON-encoded, as the API does)."""
+    return {
+        "id": id or f"call_{_hex()}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+def choice(
+    content: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    *,
+    reasoning_content: str | None = None,
+    refusal: str | None = None,
+    finish_reason: str | None = None,
+    index: int = 0,
+) -> dict[str, Any]:
+    """Build one ``choices`` entry of a chat.completion body."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    if reasoning_content is not None:
+        message["reasoning_content"] = reasoning_content
+    if finish_reason is None:
+        finish_reason = "tool_calls" if tool_calls else "stop"
+    return {"index": index, "message": message, "logprobs": None, "finish_reason": finish_reason}
+
+
+def chat_completion(
+    content: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    *,
+    reasoning_content: str | None = None,
+    refusal: str | None = None,
+    finish_reason: str | None = None,
+    model: str = "stub",
+    usage: dict[str, Any] | None = None,
+    choices: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Build a full OpenAI ``chat.completion`` body.
+
+    Unless ``choices`` is given (e.g. several for a native ``n`` request), a single choice
+    is built from ``content``/``tool_calls``/``reasoning_content``/``refusal``.
+    """
+    if choices is None:
+        choices = [
+            choice(
+                content,
+                tool_calls,
+                reasoning_content=reasoning_content,
+                refusal=refusal,
+                finish_reason=finish_reason,
+            )
+        ]
+    return {
+        "id": f"chatcmpl-{_hex()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": dict(usage)
+        if usage is not None
+        else {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+_ERROR_KINDS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "invalid_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("invalid_request_error", "not_found"),
+    408: ("timeout_error", "timeout"),
+    422: ("invalid_request_error", "unprocessable_entity"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    503: ("server_error", "service_unavailable"),
+}
+
+
+def error(
+    status: int,
+    message: str = "scripted error",
+    *,
+    retry_after: float | None = None,
+    delay: float = 0.0,
+) -> StubResponse:
+    """Build an OpenAI-style error response, with a ``Retry-After`` header if given."""
+    kind, code = _ERROR_KINDS.get(
+        status, ("server_error", "server_error") if status >= 500 else ("api_error", "error")
+    )
+    headers: dict[str, str] = {}
+    if retry_after is not None:
+        headers["Retry-After"] = f"{retry_after:g}"
+    return StubResponse(
+        body={"error": {"message": message, "type": kind, "param": None, "code": code}},
+        status=status,
+        headers=headers,
+        delay=delay,
+    )
+
+
+def _message_text(content: Any) -> str:
+    # Content may be a plain string or a list of typed parts (OpenAI multimodal format).
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def is_selector_request(request: CapturedRequest) -> bool:
+    """True when the request's first message is the library's selector system prompt."""
+    body = request.body
+    if not body:
+        return False
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return False
+    first = messages[0]
+    if not isinstance(first, dict) or first.get("role") != "system":
+        return False
+    return _message_text(first.get("content")).lstrip().startswith(SELECTOR_PROMPT_PREFIX)
