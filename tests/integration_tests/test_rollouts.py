@@ -5,6 +5,7 @@ headroom capture and verifier correlation from the values; budgets; fork isolati
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import BaseMessage
 
 from tests.counter_env import CounterEnvironment, CounterEpisode
 from tests.helpers import stub_kwargs
@@ -408,6 +410,60 @@ async def test_an_episode_that_cannot_fork_is_refused_and_closed(stub: StubServe
     with pytest.raises(ConfigurationError, match="cannot be forked"):
         await branch_rollouts(env, engine(stub, FirstSelector()), task)
     assert env.episodes[0].closed
+
+
+class BuggySelector:
+    """A continuation selector with a bug: neither the agent's nor the provider's fault."""
+
+    name = "buggy"
+
+    async def select(self, messages: Sequence[BaseMessage], candidates: Sequence[Any]) -> Any:
+        raise KeyError("a bug in the selector")
+
+
+class DivergingPolicy(CounterPolicy):
+    """As `CounterPolicy` on the first turn; after a tool result the calls alternate
+    between incrementing by 1 and done, so a continuation's two candidates disagree and
+    its selector is asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.after = itertools.cycle([True, False])
+
+    def __call__(self, request: CapturedRequest) -> dict[str, Any]:
+        messages = (request.body or {}).get("messages", [])
+        if messages and messages[-1].get("role") == "user":
+            return super().__call__(request)
+        if next(self.after):
+            return chat_completion(tool_calls=[tool_call("increment", {"by": 1})])
+        return chat_completion("done")
+
+
+async def test_a_bug_in_a_rollout_propagates_instead_of_counting_as_agent_error(
+    stub: StubServer,
+) -> None:
+    stub.script(DivergingPolicy())
+    env = ForkableCounters({"three": 3})
+    (task,) = env.tasks()
+    continuation = TurnEngine.from_options(
+        "openai/stub",
+        n=2,
+        selector=BuggySelector(),
+        completion_kwargs=stub_kwargs(stub.base_url),
+        max_concurrency=1,
+    )
+    with pytest.raises(KeyError, match="a bug in the selector"):
+        await branch_rollouts(
+            env,
+            engine(stub, FirstSelector()),
+            task,
+            budget=RolloutBudget(turns=[1]),
+            continuation=continuation,
+            concurrency=1,  # one rollout at a time: its two calls alternate
+        )
+    (main,) = env.episodes
+    assert isinstance(main, ForkableCounter) and main.closed
+    assert main.forks and all(f.closed for f in main.forks)
 
 
 # ---------------------------------------------------------------------------- reports

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from turnbon_graph.analysis.rollouts.budget import RolloutBudget, Spend
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # analysis modules are read without paying for LangGraph
     from langchain_core.messages import BaseMessage
     from langchain_core.runnables import RunnableConfig
 
+    from turnbon_graph.bench.episode import EpisodeEnd
     from turnbon_graph.candidates import Candidate
     from turnbon_graph.records import TurnRecord
     from turnbon_graph.turn import TurnEngine
@@ -145,39 +146,20 @@ class _LiveRun:
         self.main_turns = 0
 
     async def drive(self) -> None:
-        from langchain_core.messages import HumanMessage
         from langgraph.checkpoint.memory import InMemorySaver
 
+        from turnbon_graph.bench.episode import play
         from turnbon_graph.graph import agent_graph
 
         # Paused before every select: the candidates are checkpointed and the tools have
-        # not yet run, so the working directory is as the turn saw it.
+        # not yet run, so the working directory is as the turn saw it. The agent's time
+        # limit does not count the rollouts (they run while it is paused).
         graph = agent_graph(
             self.engine, list(self.episode.tools), max_turns=self.task.max_turns
         ).compile(checkpointer=InMemorySaver(), interrupt_before=["select"])
         config: RunnableConfig = {"configurable": {"thread_id": "main"}}
-        segments = [self.task.instruction, *self.task.follow_ups]
-        spent = 0.0  # the agent's time limit does not count the rollouts
-        try:
-            for position, text in enumerate(segments):
-                payload: dict[str, Any] | None = {"messages": [HumanMessage(text)]}
-                while True:
-                    begun = time.monotonic()
-                    async with asyncio.timeout(max(self.task.agent_timeout_s - spent, 0.0)):
-                        async for _ in graph.astream(payload, config):
-                            pass
-                    spent += time.monotonic() - begun
-                    payload = None
-                    snapshot = await graph.aget_state(config)
-                    if "select" not in snapshot.next:
-                        break
-                    await self._maybe_branch(snapshot, segments[position + 1 :])
-            self.outcome, self.error = await _verified(self.episode, self.task)
-        except TimeoutError:
-            self.outcome = "time_limit"
-            self.error = f"no result within {self.task.agent_timeout_s:g} s"
-        except Exception as exc:
-            self.outcome, self.error = _failure(exc)
+        end = await play(graph, self.episode, self.task, config=config, on_pause=self._maybe_branch)
+        self.outcome, self.error = _outcome(end), end.error
         final = await graph.aget_state(config)
         records = _records(final.values.get("messages", []))
         self.main_turns = len(records)
@@ -225,7 +207,7 @@ class _LiveRun:
             for repeat in range(self.budget.rollouts)
             for leader in leaders
         ]
-        await asyncio.gather(*jobs)
+        await _all(jobs)
         branch.rollouts.sort(key=lambda r: (r.candidate, r.repeat))
         for value in branch.candidates:
             source = value.index if value.shares_with is None else value.shares_with
@@ -265,9 +247,9 @@ class _LiveRun:
         repeat: int,
         later: Sequence[str],
     ) -> Rollout:
-        from langchain_core.messages import HumanMessage
         from langgraph.checkpoint.memory import InMemorySaver
 
+        from turnbon_graph.bench.episode import EpisodeEnd, classify_failure, play
         from turnbon_graph.graph import agent_graph
 
         started = time.monotonic()
@@ -284,8 +266,6 @@ class _LiveRun:
             )
         graph: Any = None
         config: RunnableConfig = {"configurable": {"thread_id": f"rollout-{index}-{repeat}"}}
-        outcome: RolloutOutcome
-        error: str | None = None
         try:
             graph = agent_graph(
                 self.continuation, list(fork.tools), max_turns=self.task.max_turns
@@ -301,17 +281,9 @@ class _LiveRun:
                 },
                 as_node="generate",
             )
-            async with asyncio.timeout(self.task.agent_timeout_s):
-                async for _ in graph.astream(None, config):
-                    pass
-                for text in later:
-                    async for _ in graph.astream({"messages": [HumanMessage(text)]}, config):
-                        pass
-            outcome, error = await _verified(fork, self.task)
-        except TimeoutError:
-            outcome, error = "time_limit", f"no result within {self.task.agent_timeout_s:g} s"
-        except Exception as exc:
-            outcome, error = _failure(exc)
+            end = await play(graph, fork, self.task, segments=later, config=config, resume=True)
+        except Exception as exc:  # the continuation could not be set up (a bug re-raises)
+            end = EpisodeEnd(*classify_failure(exc, self.task))
         finally:
             await fork.close()
         after: list[TurnRecord] = []
@@ -323,13 +295,13 @@ class _LiveRun:
         return Rollout(
             candidate=index,
             repeat=repeat,
-            outcome=outcome,
+            outcome=_outcome(end),
             turns=len(after),
             tokens=sum(
                 r.usage.generator.total_tokens + r.usage.selector.total_tokens for r in after
             ),
             duration_s=round(time.monotonic() - started, 3),
-            error=error,
+            error=end.error,
         )
 
     def _attach_pick(self, branch: BranchTurn, records: list[TurnRecord]) -> None:
@@ -378,20 +350,19 @@ def _records(messages: Sequence[BaseMessage]) -> list[TurnRecord]:
     return [r for m in messages if (r := turn_record(m)) is not None]
 
 
-async def _verified(episode: Episode, task: TaskSpec) -> tuple[RolloutOutcome, str | None]:
-    """The verifier's verdict as an outcome, as the runner reads it."""
-    verdict = await asyncio.wait_for(episode.verify(), task.verifier_timeout_s)
-    if verdict.error:
-        return "agent_error", f"verifier: {verdict.error}"
-    return ("pass" if verdict.passed else "wrong_submission"), None
+def _outcome(end: EpisodeEnd) -> RolloutOutcome:
+    """How a verified episode ended (`play` verifies, so there is always an outcome)."""
+    assert end.outcome is not None
+    return end.outcome
 
 
-def _failure(exc: BaseException) -> tuple[RolloutOutcome, str]:
-    """As the runner classifies it: context overflow, else an agent error."""
-    text = f"{type(exc).__name__} {exc}"
-    lowered = text.lower()
-    overflow = ("contextwindowexceeded", "context length", "context window")
-    outcome: RolloutOutcome = (
-        "out_of_context" if any(k in lowered for k in overflow) else "agent_error"
-    )
-    return outcome, f"{type(exc).__name__}: {exc}"[:2000]
+async def _all(jobs: Sequence[Awaitable[None]]) -> None:
+    """Runs `jobs` together; when one raises (a bug: rollouts record the agent's own
+    failures), the others are cancelled, so their forks close, before it propagates."""
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
