@@ -2,21 +2,24 @@
 
 The generator and the selector share one client per graph (a selector instance is
 bound to it unless given a client of its own), so `max_concurrency` and `rate_limit`
-bound every call the turn makes. LiteLLM is imported on first call, never at import
-time (it costs seconds).
+bound every call the turn makes. LiteLLM is imported on the first call, off the event
+loop (`load_litellm`), never at import time (it costs seconds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import importlib
 import os
 import random
 import re
+import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from asyncio_throttle import Throttler
@@ -92,8 +95,7 @@ class LiteLLMClient:
     async def complete(self, **kwargs: Any) -> CallResult:
         """One chat completion, retried as configured. Raises the last error when retries
         run out; its message has every secret from `kwargs` redacted."""
-        import litellm
-
+        litellm: Any = await load_litellm()
         # LiteLLM prints a help banner for every failed call; a turn records its failures
         # (and retries them), so the banner is noise here.
         litellm.suppress_debug_info = True
@@ -143,6 +145,27 @@ class LiteLLMClient:
         if asked is not None:
             delay = max(delay, asked)
         return min(delay, self.max_backoff)
+
+
+_litellm: ModuleType | None = None
+_importing = threading.Lock()
+
+
+def _import_litellm() -> ModuleType:
+    global _litellm
+    with _importing:  # one import at a time, so none sees a half-initialised module
+        if _litellm is None:
+            _litellm = importlib.import_module("litellm")
+    return _litellm
+
+
+async def load_litellm() -> ModuleType:
+    """LiteLLM, imported off the event loop the first time. Importing it takes seconds and
+    makes blocking calls (files, os.getcwd) that would stall every coroutine of the loop,
+    and that LangGraph Server refuses; afterwards a plain `import litellm` is free."""
+    if _litellm is not None:
+        return _litellm
+    return await asyncio.to_thread(_import_litellm)
 
 
 RESERVED_KEYS = ("model", "messages", "tools", "n")

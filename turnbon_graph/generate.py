@@ -29,6 +29,7 @@ from turnbon_graph.client import (
     LiteLLMClient,
     check_reserved,
     describe_error,
+    load_litellm,
     redact,
     secret_values,
 )
@@ -237,6 +238,7 @@ class CandidateGenerator:
         """
         extra = extra or {}
         check_reserved(extra, "per-call completion settings", "the turn itself")
+        await load_litellm()  # the model-map lookups below import it otherwise, on the loop
         requests = [self._request(spec, messages, tools, extra) for spec in self.specs]
         indices = range(start, start + n)
         pending: set[asyncio.Task[list[Candidate]]] = set()

@@ -184,7 +184,7 @@ class LLMSelector(ModelCaller):
         return await self.ask_json(
             self.model,
             build_request(messages, shown, allow_none=self.allow_none),
-            kwargs=self.answer_kwargs(self.model, "selection", schema),
+            kwargs=await self.answer_kwargs(self.model, "selection", schema),
             parse=lambda response: parse_answer(response, n, self.allow_none),
             retry_prompt=lambda problem: RETRY_PROMPT.format(
                 error=problem, valid=_valid(n, self.allow_none)

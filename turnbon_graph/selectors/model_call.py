@@ -19,6 +19,7 @@ from turnbon_graph.client import (
     LiteLLMClient,
     check_reserved,
     describe_error,
+    load_litellm,
     redact,
     secret_values,
 )
@@ -150,10 +151,12 @@ class ModelCaller:
         if not self._own_client:
             self.client = client
 
-    def answer_kwargs(
+    async def answer_kwargs(
         self, model: str, name: str, schema: dict[str, Any], *, strict: bool = True
     ) -> dict[str, Any]:
-        """The call settings, with the answer's schema as `response_format` where it applies."""
+        """The call settings, with the answer's schema as `response_format` where it applies
+        (LiteLLM's model map says so; it is loaded off the event loop first)."""
+        await load_litellm()
         return with_response_format(
             self.completion_kwargs,
             model=model,

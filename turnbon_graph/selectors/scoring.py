@@ -187,7 +187,7 @@ class ScoringSelector(ModelCaller):
         return await self.ask_json(
             self.judge,
             scoring_request(messages, candidate, self.rubric),
-            kwargs=self.answer_kwargs(self.judge, "score", score_schema()),
+            kwargs=await self.answer_kwargs(self.judge, "score", score_schema()),
             parse=parse_score,
             retry_prompt=lambda problem: SCORING_RETRY_PROMPT.format(error=problem),
         )

@@ -205,7 +205,7 @@ class ActionWriter(ModelCaller):
         return await self.ask_json(
             self.model,
             request,
-            kwargs=self.answer_kwargs(self.model, name, schema, strict=False),
+            kwargs=await self.answer_kwargs(self.model, name, schema, strict=False),
             parse=lambda response: parse_action(response, tools, self.allow_none),
             retry_prompt=lambda problem: WRITTEN_RETRY_PROMPT.format(error=problem),
         )

@@ -185,7 +185,7 @@ async def judge_run(
             todo,
             judge=judge,
             model=model,
-            kwargs=judge.answer_kwargs(model, "verdict", verdict_schema()),
+            kwargs=await judge.answer_kwargs(model, "verdict", verdict_schema()),
             instructions=instructions or {},
             file=file,
             limit=max_concurrency,

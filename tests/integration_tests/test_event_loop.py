@@ -1,0 +1,52 @@
+"""A fresh process's first turn makes no blocking call on the event loop, under the
+checker LangGraph Server runs (`langgraph dev` refuses such calls with BlockingError)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from turnbon_graph.testing import StubServer, chat_completion, is_selector_request
+
+pytest.importorskip("langgraph_runtime_inmem", reason="langgraph-cli[inmem] is a test extra")
+
+# Runs in a fresh interpreter, so LiteLLM is not imported yet when the loop starts.
+FIRST_TURN = """
+import asyncio, sys
+from langgraph_runtime_inmem.queue import _enable_blockbuster  # the server's own policy
+from turnbon_graph import ChatTurnBoN, create_turnbon_graph
+
+options = {"n": 2, "completion_kwargs": {"api_base": sys.argv[1], "api_key": "sk-test"}}
+graph = create_turnbon_graph("openai/stub", **options).compile()
+model = ChatTurnBoN(model="openai/stub", **options)
+
+
+async def main() -> None:
+    state = await graph.ainvoke({"messages": [("user", "hi")]})
+    print(state["messages"][-1].content)
+    print((await model.ainvoke("hi")).content)
+
+
+_enable_blockbuster()
+asyncio.run(main())
+"""
+
+
+def test_the_first_turn_blocks_nothing_on_the_loop(stub: StubServer) -> None:
+    stub.route(is_selector_request, chat_completion(json.dumps({"selected_index": 1})))
+    stub.script(chat_completion("first"), chat_completion("second"))
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_TURN, stub.base_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "BlockingError" not in done.stdout + done.stderr
+    assert done.stdout.split() == ["second", "second"]
