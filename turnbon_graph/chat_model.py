@@ -8,11 +8,9 @@ It drops into anything that takes a `BaseChatModel`: LangGraph's prebuilt
 from __future__ import annotations
 
 import asyncio
-import contextvars
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -32,6 +30,7 @@ from pydantic import ConfigDict, PrivateAttr, SecretStr, ValidationError, model_
 from turnbon_graph.config import TurnConfig, configuration_error, option_values, turn_config
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import ModelSpec
+from turnbon_graph.sync import run_sync
 from turnbon_graph.turn import EventSink, TurnEngine, turn_record
 
 __all__ = ["ChatTurnBoN"]
@@ -39,7 +38,6 @@ __all__ = ["ChatTurnBoN"]
 EVENT_NAME = "turnbon"
 """Name of the custom callback events a call dispatches (data: the progress event)."""
 
-_T = TypeVar("_T")
 
 # tool_choice values the OpenAI format (and LiteLLM) takes as they are.
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
@@ -253,7 +251,7 @@ class ChatTurnBoN(BaseChatModel, TurnConfig):
             def on_event(event: dict[str, Any]) -> None:
                 manager.on_custom_event(EVENT_NAME, event, run_id=run_id)
 
-        return _run_sync(self._turn(messages, stop, kwargs, on_event))
+        return run_sync(self._turn(messages, stop, kwargs, on_event))
 
     async def _agenerate(
         self,
@@ -356,15 +354,3 @@ async def _async_events(
     finally:
         queue.put_nowait(None)
         await task
-
-
-def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Runs a coroutine to completion from sync code, also when a loop is running in
-    this thread (then in a worker thread with its own loop)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    context = contextvars.copy_context()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnbon-sync") as pool:
-        return pool.submit(context.run, asyncio.run, coro).result()
