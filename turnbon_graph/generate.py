@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from langchain_core.messages import (
     AIMessage,
@@ -142,6 +142,34 @@ def supports_native_n(model: str) -> bool:
     return params is not None and "n" in params
 
 
+class CandidateSource(Protocol):
+    """Where a turn's candidates come from: N calls yielded as they finish. The engine
+    needs nothing else of a generator, so a LangChain agent's own model calls
+    (`TurnBoNMiddleware`) serve as well as LiteLLM's (`CandidateGenerator`)."""
+
+    @property
+    def label(self) -> str:
+        """The model(s) named in errors: 'All 4 candidate call(s) to <label> failed'."""
+        ...
+
+    def model_for(self, index: int) -> str:
+        """The model that proposes candidate `index`."""
+        ...
+
+    def stream(
+        self,
+        messages: Sequence[BaseMessage],
+        n: int,
+        tools: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+        *,
+        start: int = 0,
+    ) -> AsyncGenerator[Candidate, None]:
+        """Candidates `start`..`start + n - 1` for `messages` (failed ones carry `error`),
+        in the order they finish; closing it early cancels the calls still in flight."""
+        ...
+
+
 class CandidateGenerator:
     """Proposes N candidate next actions per turn from one model or a pool of models.
 
@@ -220,7 +248,7 @@ class CandidateGenerator:
 
     async def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: Sequence[BaseMessage],
         n: int,
         tools: list[dict[str, Any]] | None = None,
         extra: dict[str, Any] | None = None,
@@ -239,7 +267,8 @@ class CandidateGenerator:
         extra = extra or {}
         check_reserved(extra, "per-call completion settings", "the turn itself")
         await load_litellm()  # the model-map lookups below import it otherwise, on the loop
-        requests = [self._request(spec, messages, tools, extra) for spec in self.specs]
+        request = to_openai_messages(messages)
+        requests = [self._request(spec, request, tools, extra) for spec in self.specs]
         indices = range(start, start + n)
         pending: set[asyncio.Task[list[Candidate]]] = set()
         try:

@@ -28,11 +28,7 @@ from turnbon_graph.candidates import (
 from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.config import TurnConfig, resolve_selector, reveal_secrets, turn_config
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
-from turnbon_graph.generate import (
-    CandidateGenerator,
-    ModelPool,
-    to_openai_messages,
-)
+from turnbon_graph.generate import CandidateGenerator, CandidateSource, ModelPool
 from turnbon_graph.records import (
     RECORD_KEY,
     JSONLTraceSink,
@@ -56,7 +52,7 @@ class TurnEngine:
     def __init__(
         self,
         *,
-        generator: CandidateGenerator,
+        generator: CandidateSource,
         selector: Selector,
         config: TurnConfig | None = None,
         trace: TraceSink | None = None,
@@ -130,7 +126,7 @@ class TurnEngine:
         `stop`, ...), over `completion_kwargs`; the selector's calls do not get them."""
         turn_id = uuid.uuid4().hex
         started = time.monotonic()
-        request = to_openai_messages(self.transcript(messages))
+        request = self.transcript(messages)
         cap, budget_note = (
             self.config.budget.affordable(self.config.n, messages)
             if self.config.budget
@@ -170,7 +166,7 @@ class TurnEngine:
 
     async def _collect(
         self,
-        request: list[dict[str, Any]],
+        request: list[BaseMessage],
         n: int,
         start: int,
         tools: list[dict[str, Any]] | None,

@@ -167,7 +167,7 @@ async def test_candidates_arrive_as_they_finish(stub: StubServer) -> None:
         StubResponse(body=chat_completion("fast"), delay=0.0),
     )
     gen = engine(stub, n=2).generator
-    arrived = [c async for c in gen.stream([{"role": "user", "content": "x"}], 2)]
+    arrived = [c async for c in gen.stream([HumanMessage("x")], 2)]
     # Which of the two concurrent requests reaches the stub first (and so gets the slow
     # reply) is up to the scheduler; what must hold is that the fast one is yielded first.
     assert [c.message.content for c in arrived if c.message] == ["fast", "slow"]
