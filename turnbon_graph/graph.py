@@ -1,24 +1,29 @@
 """The LangGraph entry points: a Turn-BoN turn as a subgraph, and a whole agent loop.
 
 Both return an uncompiled `StateGraph`, as LangGraph's own add-ons do: compile it with
-your checkpointer, store and name.
+your checkpointer, store and name. Their nodes run under `invoke`/`stream` as under
+`ainvoke`/`astream` (the sync side runs the same coroutine through `run_sync`), so a
+sync checkpointer such as `SqliteSaver` works too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Literal, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from typing_extensions import is_typeddict
 
 from turnbon_graph.config import TurnConfig
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import ModelPool, ToolLike, to_openai_tools
 from turnbon_graph.records import RECORD_KEY
+from turnbon_graph.sync import run_sync
 from turnbon_graph.turn import EventSink, TurnEngine
 from turnbon_graph.turn_state import GeneratedTurn
 
@@ -28,8 +33,9 @@ Tools = Sequence[ToolLike] | ToolNode
 class TurnBoNState(MessagesState):
     """MessagesState plus the candidates waiting between the generate and select nodes.
 
-    The extra key is private to the Turn-BoN graph: its input and output are plain
-    MessagesState, so it drops into any parent graph that has `messages`.
+    The extra key is private to the Turn-BoN graph: it is the input of those two nodes
+    only, never part of the graph's input, output or the state its tools are shown, so
+    the graph drops into any parent graph that has `messages`.
     """
 
     turnbon_pending: NotRequired[dict[str, Any] | None]
@@ -79,6 +85,8 @@ def create_turnbon_agent(
     *,
     max_turns: int = 50,
     name: str = "turnbon",
+    state_schema: type[Any] | None = None,
+    context_schema: type[Any] | None = None,
     config: TurnConfig | None = None,
     **options: Any,
 ) -> StateGraph[Any, Any, Any, Any]:
@@ -87,14 +95,36 @@ def create_turnbon_agent(
     Loops `generate` -> `select` -> `tools` until the chosen action calls no tool, or
     `max_turns` actions have run since the last human message (the loop then stops
     after that action's tool results, so the thread can be continued).
+
+    Args:
+        state_schema: the graph's state, a TypedDict with `messages` (a `MessagesState`
+            subclass, say) whose other keys the graph keeps: the input and output, the
+            state tools get through `InjectedState`, and what a tool's `Command(update=...)`
+            writes. Default `MessagesState`.
+        context_schema: the run's context (`invoke(..., context=...)`, a dict coerced to
+            it), which tools read as `runtime.context` (`ToolRuntime`).
+
     Other arguments as in `create_turnbon_graph`.
     """
     engine = TurnEngine.from_options(model, config=config, **options)
-    return agent_graph(engine, tools, max_turns=max_turns, name=name)
+    return agent_graph(
+        engine,
+        tools,
+        max_turns=max_turns,
+        name=name,
+        state_schema=state_schema,
+        context_schema=context_schema,
+    )
 
 
 def agent_graph(
-    engine: TurnEngine, tools: Tools, *, max_turns: int = 50, name: str = "turnbon"
+    engine: TurnEngine,
+    tools: Tools,
+    *,
+    max_turns: int = 50,
+    name: str = "turnbon",
+    state_schema: type[Any] | None = None,
+    context_schema: type[Any] | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """`create_turnbon_agent` around an existing engine: many agents (one per benchmark
     episode, each with its own tools) then share one engine's concurrency cap and rate
@@ -107,11 +137,11 @@ def agent_graph(
             "create_turnbon_agent needs at least one tool; for tool-free turns use "
             "create_turnbon_graph(model) or ChatTurnBoN"
         )
-    builder = _turn_builder(engine, tool_list, name)
+    builder = _turn_builder(engine, tool_list, name, _state_schema(state_schema), context_schema)
     builder.add_node("tools", _tool_node(tools))
     builder.add_conditional_edges("select", tools_condition, {"tools": "tools", END: END})
 
-    def after_tools(state: TurnBoNState) -> Literal["generate", "__end__"]:
+    def after_tools(state: MessagesState) -> Literal["generate", "__end__"]:
         if turns_since_human(state["messages"]) >= max_turns:
             return "__end__"
         return "generate"
@@ -146,8 +176,23 @@ def _tool_node(tools: Tools | None) -> ToolNode:
     return tools if isinstance(tools, ToolNode) else ToolNode(_tool_list(tools))
 
 
+def _state_schema(state_schema: type[Any] | None) -> type[Any]:
+    if state_schema is None:
+        return MessagesState
+    if not is_typeddict(state_schema) or "messages" not in state_schema.__annotations__:
+        raise ConfigurationError(
+            f"state_schema must be a TypedDict with a `messages` key (a MessagesState "
+            f"subclass, say), got {state_schema!r}"
+        )
+    return state_schema
+
+
 def _turn_builder(
-    engine: TurnEngine, tool_list: list[ToolLike], name: str
+    engine: TurnEngine,
+    tool_list: list[ToolLike],
+    name: str,
+    state_schema: type[Any] = MessagesState,
+    context_schema: type[Any] | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     openai_tools = to_openai_tools(tool_list) if tool_list else None
 
@@ -167,11 +212,23 @@ def _turn_builder(
         message = await engine.select(state["messages"], turn, on_event=events())
         return {"messages": [message], "turnbon_pending": None}
 
-    builder: StateGraph[Any, Any, Any, Any] = StateGraph(
-        TurnBoNState, input_schema=MessagesState, output_schema=MessagesState
-    )
-    builder.add_node("generate", generate)
-    builder.add_node("select", select)
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(state_schema, context_schema)
+    # Both nodes read the private key, so only they carry it in their input schema.
+    builder.add_node("generate", _node(generate), input_schema=TurnBoNState)
+    builder.add_node("select", _node(select), input_schema=TurnBoNState)
     builder.add_edge(START, "generate")
     builder.add_edge("generate", "select")
     return builder
+
+
+def _node(
+    afunc: Callable[[TurnBoNState], Coroutine[Any, Any, dict[str, Any]]],
+) -> RunnableCallable:
+    """A node that runs `afunc` under `ainvoke`/`astream`, and the same coroutine through
+    `run_sync` under `invoke`/`stream` (LangGraph picks the side, as for its own agents).
+    The coroutine runs in this context, so the stream writer and `interrupt` work."""
+
+    def func(state: TurnBoNState) -> dict[str, Any]:
+        return run_sync(afunc(state))
+
+    return RunnableCallable(func, afunc, name=afunc.__name__, trace=False)

@@ -152,7 +152,9 @@ async def test_subgraph_with_its_own_tool_node(stub: StubServer) -> None:
     assert set(create_turnbon_graph("openai/stub").nodes) == {"generate", "select"}
 
 
-async def test_progress_goes_out_as_custom_stream_events(stub: StubServer) -> None:
+def script_progress(stub: StubServer) -> None:
+    """One failed candidate then two good ones (calls made one at a time), pick 0."""
+    stub.reset()
     stub.route(
         lambda r: not is_selector_request(r),
         error(400, "nope"),
@@ -160,19 +162,32 @@ async def test_progress_goes_out_as_custom_stream_events(stub: StubServer) -> No
         chat_completion("b"),
     )
     stub.route(is_selector_request, selector_answer(0))
-    graph = create_turnbon_graph(
+
+
+def progress_graph(stub: StubServer) -> Any:
+    return create_turnbon_graph(
         "openai/stub",
         n=3,
         max_concurrency=1,
         completion_kwargs=stub_kwargs(stub.base_url),
         name="mine",
     ).compile()
-    events = [e async for e in graph.astream({"messages": [("user", "hi")]}, stream_mode="custom")]
+
+
+def assert_progress_events(events: list[dict[str, Any]]) -> None:
+    """The events of one `script_progress` turn, tagged with the graph's name."""
     kinds = [e["turnbon"] for e in events]
     assert kinds.count("candidate_arrived") == 2 and kinds.count("candidate_failed") == 1
     assert kinds[-1] == "selection_made"
     assert {e["source"] for e in events} == {"mine"}
     assert len({e["turn_id"] for e in events}) == 1
+
+
+async def test_progress_goes_out_as_custom_stream_events(stub: StubServer) -> None:
+    script_progress(stub)
+    graph = progress_graph(stub)
+    events = [e async for e in graph.astream({"messages": [("user", "hi")]}, stream_mode="custom")]
+    assert_progress_events(events)
 
 
 async def test_all_candidates_failing_appends_nothing(stub: StubServer) -> None:
