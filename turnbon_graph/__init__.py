@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, TurnBoNError
     from turnbon_graph.generate import ModelSpec
     from turnbon_graph.graph import TurnBoNState, create_turnbon_agent, create_turnbon_graph
+    from turnbon_graph.middleware import TurnBoNMiddleware
     from turnbon_graph.records import (
         CandidateRecord,
         JSONLTraceSink,
@@ -56,6 +57,7 @@ _SOURCES = {
     "TurnBoNState": "graph",
     "create_turnbon_agent": "graph",
     "create_turnbon_graph": "graph",
+    "TurnBoNMiddleware": "middleware",
     "CandidateRecord": "records",
     "JSONLTraceSink": "records",
     "TraceSink": "records",
@@ -106,6 +108,7 @@ __all__ = [
     "TournamentSelector",
     "TraceSink",
     "TurnBoNError",
+    "TurnBoNMiddleware",
     "TurnBoNState",
     "TurnConfig",
     "TurnEngine",

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from asyncio_throttle import Throttler
 
@@ -41,6 +41,13 @@ class CallResult:
     usage: Usage
     latency_s: float
     attempts: int
+
+
+class CompletionClient(Protocol):
+    """What a model-calling selector calls through: `LiteLLMClient`, or a chat model's
+    (`chat_client.ChatModelClient`)."""
+
+    async def complete(self, **kwargs: Any) -> CallResult: ...
 
 
 class LiteLLMClient:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -68,12 +69,12 @@ class TurnConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     n: int = Field(default=4, ge=1, strict=True, description="candidates per turn")
-    selector: Annotated[str | Selector | None, SkipValidation()] = Field(
+    selector: Annotated[str | Selector | BaseChatModel | None, SkipValidation()] = Field(
         default=None,
         description=(
-            "a LiteLLM model id (an `LLMSelector` on it), a `Selector`, or `None`: an "
-            "`LLMSelector` on the generator's model, sharing its endpoint "
-            "(`api_base`, `api_key`, ...)"
+            "a LiteLLM model id (an `LLMSelector` on it), a `Selector`, a LangChain chat "
+            "model (an `LLMSelector` speaking through it), or `None`: an `LLMSelector` on "
+            "the generator's model, sharing its endpoint (`api_base`, `api_key`, ...)"
         ),
     )
     completion_kwargs: dict[str, Any] | None = Field(
@@ -188,15 +189,15 @@ class TurnConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> TurnConfig:
         selector = self.selector
-        if selector is not None and not isinstance(selector, str | Selector):
+        if selector is not None and not isinstance(selector, str | Selector | BaseChatModel):
             raise ValueError(
                 "selector must be a LiteLLM model id, a Selector (with `name` and async "
-                f"`select`), or None; got {selector!r}"
+                f"`select`), a LangChain chat model, or None; got {selector!r}"
             )
-        if self.selector_kwargs is not None and isinstance(selector, Selector):
+        if self.selector_kwargs is not None and isinstance(selector, Selector | BaseChatModel):
             raise ValueError(
                 "selector_kwargs applies only when selector is a model id; configure a "
-                "Selector instance through its own constructor"
+                "Selector instance or a chat model through its own constructor"
             )
         trace = self.trace
         if trace is not None and not isinstance(trace, str | Path | TraceSink):
@@ -242,6 +243,8 @@ def resolve_selector(
     if isinstance(selector, Selector):
         bind_selector(selector, client)
         return selector
+    if isinstance(selector, BaseChatModel):
+        return LLMSelector(selector, seed=config.seed)
     if config.selector_kwargs is not None:
         kwargs: dict[str, Any] | None = reveal_secrets(config.selector_kwargs)
     elif selector is None:

@@ -241,3 +241,20 @@ async def test_max_reason_chars_bounds_the_reason_in_the_schema(stub: StubServer
     (request,) = selector_requests(stub.requests)
     schema = (request.body or {})["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["reason"]["maxLength"] == 160
+
+
+async def test_a_chat_model_as_the_selector_asks_through_that_model(stub: StubServer) -> None:
+    from langchain_openai import ChatOpenAI
+
+    script_generator(stub, COMMANDS)
+    stub.route(is_selector_request, selector_answer(1))
+    judge = ChatOpenAI(model="judge-chat", base_url=stub.base_url, api_key="sk-judge")
+    engine = stub_engine(stub, n=4, selector=judge, seed=1, max_concurrency=1)
+    record = turn_record(await engine.run(ASK))
+    assert record is not None and record.selector == "llm:openai-chat:judge-chat"
+    assert record.fallback is None and record.permutation is not None
+    assert record.selected_index == record.permutation[1]
+    (request,) = selector_requests(stub.requests)
+    assert request.header("authorization") == "Bearer sk-judge"
+    assert (request.body or {})["model"] == "judge-chat"
+    assert record.usage.selector.calls == 1

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
 from turnbon_graph.candidates import Candidate
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph.chat_client import ChatModelClient, chat_model_label
+from turnbon_graph.client import CompletionClient, LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.model_call import Asked, ModelCaller, check_llm_options
@@ -141,14 +143,18 @@ class LLMSelector(ModelCaller):
     (strict OpenAI schemas do not accept `maxLength`: leave it None there).
     `client`: the `LiteLLMClient` its calls go through. Without one, a graph binds it
     to the graph's client (`bind_client`), so `max_concurrency` and `rate_limit` bound it.
+
+    `model` may also be any LangChain chat model (`ChatOpenAI`, `ChatAnthropic`,
+    `init_chat_model(...)`): the question then goes through it instead of LiteLLM, with
+    its own settings and retries (`completion_kwargs` do not apply).
     """
 
     def __init__(
         self,
-        model: str,
+        model: str | BaseChatModel,
         *,
         completion_kwargs: dict[str, Any] | None = None,
-        client: LiteLLMClient | None = None,
+        client: CompletionClient | None = None,
         seed: int | None = None,
         shuffle: bool = True,
         response_format: bool | None = None,
@@ -156,6 +162,13 @@ class LLMSelector(ModelCaller):
         allow_none: bool = False,
         max_reason_chars: int | None = None,
     ) -> None:
+        if isinstance(model, BaseChatModel):
+            if completion_kwargs:
+                raise ConfigurationError(
+                    "LLMSelector on a chat model takes no completion_kwargs: configure the "
+                    "chat model itself (temperature, max_tokens, ...)"
+                )
+            client, model = ChatModelClient(model), chat_model_label(model)
         super().__init__(
             "LLMSelector", model, completion_kwargs, client, response_format, max_invalid_retries
         )

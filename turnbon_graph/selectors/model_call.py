@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from turnbon_graph.client import (
     CallResult,
+    CompletionClient,
     LiteLLMClient,
     check_reserved,
     describe_error,
@@ -131,7 +132,7 @@ class ModelCaller:
         model: str | None,
         # Positional in this order: every subclass forwards its own arguments of these names.
         completion_kwargs: dict[str, Any] | None = None,
-        client: LiteLLMClient | None = None,
+        client: CompletionClient | None = None,
         response_format: bool | None = None,
         max_invalid_retries: int = 1,
         *,
@@ -141,7 +142,7 @@ class ModelCaller:
             check_llm_options(kind, model, completion_kwargs) if model is not None else {}
         )
         self._own_client = client is not None
-        self.client = client if client is not None else LiteLLMClient()
+        self.client: CompletionClient = client if client is not None else LiteLLMClient()
         self.response_format = response_format
         self.max_invalid_retries = max_invalid_retries
         self.who = who

@@ -1,0 +1,228 @@
+"""`TurnBoNMiddleware`: Turn-BoN in a LangChain v1 agent (`langchain.agents.create_agent`).
+
+Every model call of the agent becomes a turn: the agent's own model handler is called N
+times concurrently with the same request, the selector picks one response, and only that
+one goes on to the tools node. The generator is whatever chat model the agent has, so
+Turn-BoN here reaches any provider LangChain does, LiteLLM or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables.config import (
+    RunnableConfig,
+    ensure_config,
+    var_child_runnable_config,
+)
+from langgraph.config import get_stream_writer
+from langgraph.constants import TAG_NOSTREAM
+from langgraph.errors import GraphBubbleUp
+
+from turnbon_graph.candidates import Candidate
+from turnbon_graph.chat_client import chat_model_label, usage_of_message
+from turnbon_graph.client import LiteLLMClient, describe_error, redact, secret_values
+from turnbon_graph.config import TurnConfig, resolve_selector, reveal_secrets, turn_config
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.records import RECORD_KEY
+from turnbon_graph.selectors.base import Selector
+from turnbon_graph.selectors.human import HumanSelector
+from turnbon_graph.sync import run_sync
+from turnbon_graph.turn import EventSink, TurnEngine
+
+__all__ = ["TurnBoNMiddleware"]
+
+AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
+
+
+class TurnBoNMiddleware(AgentMiddleware):
+    """Makes every model call of a `create_agent` agent a Turn-BoN turn.
+
+    ```python
+    turnbon = TurnBoNMiddleware(n=4, selector="openai/gpt-4o")
+    agent = create_agent(model, tools, middleware=[turnbon])
+    ```
+
+    Options are `TurnConfig`'s, by name or as `config=TurnConfig(...)`, where they apply:
+    - `selector`: a LiteLLM model id, a `Selector`, a LangChain chat model, or None: an
+      LLM selector speaking through the agent's own model.
+    - `completion_kwargs`: model settings for every candidate call, sent as
+      `request.override(model_settings=...)` (for example `{"temperature": 1.0}` for more
+      varied candidates); its connection settings apply to a LiteLLM selector by default.
+    - `n`, `seed`, `adaptive`, `early_commit`, `budget`, `dedupe`, `ignore_args`,
+      `trace`, and the call limits of a LiteLLM selector, as everywhere.
+    - Not here: `prompt` (the agent's `system_prompt` is the prompt), `native_n` and
+      `tool_calling` (the agent's model makes its own calls), and `HumanSelector` (a
+      model call cannot pause between generating and selecting; use
+      `create_turnbon_graph`).
+
+    The chosen `AIMessage` carries its turn record in `response_metadata["turnbon"]`. The
+    candidates' calls are tagged `nostream`, so `stream_mode="messages"` shows only the
+    chosen message; progress goes out as custom stream events (`stream_mode="custom"`).
+
+    Order with other middleware (the first in the list is outermost): put
+    `ModelRetryMiddleware` or `ModelFallbackMiddleware` *after* this one to retry or fall
+    back each candidate call on its own (a failed candidate is otherwise just left out of
+    the turn), or *before* it to retry or fall back whole turns when every candidate
+    failed. `SummarizationMiddleware` works on the state before the model node, so its
+    place does not matter; every candidate sees the same summarised request.
+    """
+
+    def __init__(self, *, config: TurnConfig | None = None, **options: Any) -> None:
+        super().__init__()
+        self.config = turn_config(config, **options)
+        unsupported = [
+            name
+            for name, default in (("prompt", None), ("native_n", False), ("tool_calling", "auto"))
+            if getattr(self.config, name) != default
+        ]
+        if unsupported:
+            raise ConfigurationError(
+                f"TurnBoNMiddleware does not take {', '.join(unsupported)}: the agent's own "
+                "model makes the candidate calls (set its system_prompt on create_agent)"
+            )
+        if isinstance(self.config.selector, HumanSelector):
+            raise ConfigurationError(
+                "TurnBoNMiddleware cannot pause for a HumanSelector (a model call cannot wait "
+                "between generating and selecting); use create_turnbon_graph or "
+                "create_turnbon_agent, whose select node pauses"
+            )
+        self._settings = reveal_secrets(self.config.completion_kwargs or {})
+        self._client = LiteLLMClient(
+            max_concurrency=self.config.max_concurrency,
+            rate_limit=self.config.rate_limit,
+            timeout=self.config.timeout,
+            max_retries=self.config.max_retries,
+            seed=self.config.seed,
+        )
+        # A selector that is not the agent's own model is built once: its calls share one
+        # client (and so its limits) across every turn of every thread.
+        self._selector: Selector | None = None
+        if self.config.selector is not None:
+            self._selector = resolve_selector(self.config, "", self._settings, self._client)
+
+    @property
+    def name(self) -> str:
+        return "TurnBoNMiddleware"
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        return await self._turn(request, handler)
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        async def call(candidate_request: ModelRequest) -> ModelResponse:
+            # The sync handler blocks: each candidate on a thread of its own, concurrently.
+            return await asyncio.to_thread(handler, candidate_request)
+
+        return run_sync(self._turn(request, call))
+
+    async def _turn(self, request: ModelRequest, handler: AsyncHandler) -> ModelResponse:
+        if self._settings:
+            request = request.override(model_settings={**request.model_settings, **self._settings})
+        source = _HandlerSource(request, handler)
+        selector = self._selector or resolve_selector(
+            self.config.model_copy(update={"selector": request.model}), "", {}, self._client
+        )
+        engine = TurnEngine(generator=source, selector=selector, config=self.config)
+        messages: list[BaseMessage] = list(request.messages)
+        if request.system_message is not None:
+            messages.insert(0, request.system_message)
+        on_event = _stream_events()
+        turn = await engine.generate(messages, on_event=on_event)
+        chosen = await engine.select(messages, turn, on_event=on_event)
+        record = chosen.response_metadata[RECORD_KEY]
+        response = source.responses.get(record["selected_index"])
+        if response is None or record.get("synthesized") is not None:
+            return ModelResponse(result=[chosen])  # an action the selector wrote itself
+        # The chosen candidate's whole response (a structured output's ToolMessage too),
+        # its AIMessage replaced by the recorded one.
+        result = [chosen if isinstance(m, AIMessage) else m for m in response.result]
+        return ModelResponse(result=result, structured_response=response.structured_response)
+
+
+@dataclass
+class _HandlerSource:
+    """The agent's model handler as a `CandidateSource`: one handler call per candidate,
+    each tagged `nostream` so that no candidate streams as the agent's message."""
+
+    request: ModelRequest
+    handler: AsyncHandler
+    responses: dict[int, ModelResponse] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        model = self.request.model
+        return chat_model_label(model) if isinstance(model, BaseChatModel) else str(model)
+
+    def model_for(self, index: int) -> str:
+        return self.label
+
+    async def stream(
+        self,
+        messages: Sequence[BaseMessage],
+        n: int,
+        tools: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+        *,
+        start: int = 0,
+    ) -> AsyncGenerator[Candidate, None]:
+        calls = [asyncio.ensure_future(self._call(i)) for i in range(start, start + n)]
+        try:
+            for done in asyncio.as_completed(calls):
+                yield await done
+        finally:
+            for call in calls:
+                call.cancel()
+            await asyncio.gather(*calls, return_exceptions=True)
+
+    async def _call(self, index: int) -> Candidate:
+        config = ensure_config()
+        quiet = RunnableConfig(**{**config, "tags": [*config.get("tags", []), TAG_NOSTREAM]})
+        started = time.monotonic()
+        var_child_runnable_config.set(quiet)  # this call's task only: it has its own context
+        try:
+            response = await self.handler(self.request)
+        except GraphBubbleUp:
+            raise  # an interrupt inside the model call belongs to the graph
+        except Exception as exc:
+            return Candidate(
+                index=index,
+                model=self.label,
+                error=redact(describe_error(exc), secret_values({})),
+                latency_s=time.monotonic() - started,
+            )
+        message = next((m for m in response.result if isinstance(m, AIMessage)), None)
+        if message is None:
+            return Candidate(
+                index=index,
+                model=self.label,
+                error="the model call returned no AIMessage",
+                latency_s=time.monotonic() - started,
+            )
+        self.responses[index] = response
+        return Candidate(
+            index=index,
+            model=self.label,
+            message=message,
+            usage=usage_of_message(message),
+            latency_s=time.monotonic() - started,
+        )
+
+
+def _stream_events() -> EventSink | None:
+    """Progress as custom stream events of the agent's graph (none outside a graph)."""
+    try:
+        write = get_stream_writer()
+    except RuntimeError:
+        return None
+    return lambda event: write({**event, "source": "turnbon"})
