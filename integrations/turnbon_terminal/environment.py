@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -18,6 +19,7 @@ from turnbon_graph.errors import ConfigurationError
 from turnbon_terminal.errors import SandboxError, SetupScriptError
 from turnbon_terminal.limits import Limits, MiB
 from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxHost, SandboxSettings
+from turnbon_terminal.settings import SandboxKind
 from turnbon_terminal.shell_tool import ShellTool
 from turnbon_terminal.stub_policy import StubPolicy
 from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, inline_task, load_tasks
@@ -70,6 +72,7 @@ class TerminalEpisode:
             )
         limit = self.task.spec.verifier_timeout_s
         limit = max(limit - min(VERIFIER_MARGIN_S, limit / 10), 0.5)
+        # Every process of the episode ends first; the tests run in a fresh sandbox.
         return await run_verifier(self.sandbox, self.task, self._python, limit)
 
     async def fork(self) -> TerminalEpisode:
@@ -83,7 +86,9 @@ class TerminalEpisode:
         if self.sandbox.closed:
             raise SandboxError("this episode is closed: fork it before closing it")
         sandbox = await _to_the_end(
-            self.sandbox.host.create, f"{self.task.id}-fork", undo=lambda made: made.close()
+            functools.partial(self.sandbox.host.create, network=self.sandbox.network),
+            f"{self.task.id}-fork",
+            undo=lambda made: made.close(),
         )
         try:
             await _to_the_end(_copy_sandbox, self.sandbox, sandbox)
@@ -101,8 +106,9 @@ class TerminalEnvironment:
     """Terminal tasks (Terminal-Bench 2 layout), each episode in a sandbox of its own.
 
     `tasks_dir`: a folder of task folders, or one task folder; None: the shipped suite.
-    Commands run as a dedicated uid per episode when running as root (see the README
-    for what the sandbox does and does not protect against)."""
+    Every command runs in the episode's bubblewrap sandbox (`bwrap` must be installed;
+    as root, also as a uid of its own); `sandbox="uid"` is the old, weak fallback
+    without bwrap (see the README for what each does and does not protect against)."""
 
     name = "terminal"
 
@@ -115,6 +121,7 @@ class TerminalEnvironment:
         hard_output_limit: int = 10 * MiB,
         limits: Limits | None = None,
         isolate_user: bool | None = None,
+        sandbox: SandboxKind = "bwrap",
         work_root: str | Path | None = None,
         env: Mapping[str, str] | None = None,
         skip_docker: bool = False,
@@ -127,6 +134,8 @@ class TerminalEnvironment:
             hard_output_limit=hard_output_limit,
             limits=limits or Limits(),
             isolate_user=isolate_user,
+            sandbox=sandbox,
+            hidden=tuple(t.folder for t in self._tasks.values()),
             work_root=Path(work_root) if work_root is not None else None,
             env=dict(env or {}),
         )
@@ -137,6 +146,11 @@ class TerminalEnvironment:
     def isolated(self) -> bool:
         """Whether each episode runs as a uid of its own."""
         return self._host.isolate
+
+    @property
+    def sandbox(self) -> SandboxKind:
+        """ "bwrap", or "uid" (the weak fallback, when asked for)."""
+        return self.settings.sandbox
 
     def tasks(self) -> Sequence[TaskSpec]:
         return [t.spec for t in self._tasks.values()]
@@ -172,7 +186,9 @@ class TerminalEnvironment:
         """A fresh working directory with the task's files, after its setup.sh ran."""
         terminal_task = self.task(task.id)
         sandbox = await _to_the_end(
-            self._host.create, f"{task.id}-{trial}", undo=lambda made: made.close()
+            functools.partial(self._host.create, network=terminal_task.allow_internet),
+            f"{task.id}-{trial}",
+            undo=lambda made: made.close(),
         )
         try:
             await _to_the_end(_copy_environment, terminal_task, sandbox)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import resource
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ class Limits:
     the episode's own processes (background ones and the verifier included)."""
 
     processes: int = 256
+    """Processes of one episode. Under bwrap Linux counts them per user namespace, so
+    this holds for the episode alone whoever runs it; in the uid fallback it needs root."""
     cpu_seconds: int = 900
     """CPU time of one process; a busy loop left in the background dies here at the latest."""
     file_bytes: int = 1 * GiB
@@ -27,6 +30,8 @@ class Limits:
     """Address space of one process (RLIMIT_AS): generous, so runtimes that reserve
     virtual memory still start."""
     open_files: int = 4096
+    tmpfs_bytes: int = 1 * GiB
+    """Size of each of the bwrap sandbox's own /tmp, /var/tmp and /dev/shm."""
 
     def preexec(self, *, limit_processes: bool) -> Callable[[], None]:
         """A `preexec_fn` setting these limits, never above the parent's hard limits.
@@ -43,12 +48,17 @@ class Limits:
         if limit_processes:
             wanted.append((resource.RLIMIT_NPROC, self.processes))
         settings = [(kind, _capped(kind, value)) for kind, value in wanted]
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
 
         def apply() -> None:
             for kind, value in settings:
                 resource.setrlimit(kind, (value, value))
+            prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary can raise it
 
         return apply
+
+
+_PR_SET_NO_NEW_PRIVS = 38
 
 
 def _capped(kind: int, value: int) -> int:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+
+_CHUNK = 64 * 1024
+
 
 class CappedOutput:
     """Keeps the first and last `keep // 2` bytes of what is added, and counts it all.
@@ -46,3 +52,49 @@ class CappedOutput:
             f"{head}\n[... {cut} bytes of output cut: the first {len(self._head)} "
             f"and the last {len(self._tail)} bytes are shown ...]\n{tail}"
         )
+
+
+class Pump:
+    """Reads a command's output pipe into a CappedOutput until EOF (or closed)."""
+
+    def __init__(self, fd: int, sink: CappedOutput, hard_limit: int) -> None:
+        self._fd = fd
+        self.sink = sink
+        self.hard_limit = hard_limit
+        self.flooded = asyncio.Event()
+        self._reader = asyncio.StreamReader(limit=2 * _CHUNK)
+        self._transport: asyncio.ReadTransport | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(self._fd, "rb", buffering=0)
+        protocol = asyncio.StreamReaderProtocol(self._reader)
+        try:
+            self._transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
+        except BaseException:
+            pipe.close()
+            raise
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while chunk := await self._reader.read(_CHUNK):
+                self.sink.add(chunk)
+                if self.sink.total > self.hard_limit:
+                    self.flooded.set()
+                    if self.sink.frozen:
+                        break  # background writers only: stop reading; they get SIGPIPE
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+
+    async def stop(self) -> None:
+        self.close()
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task

@@ -1,36 +1,45 @@
-"""Running commands for one episode: its own directory, user, limits and environment.
+"""Running commands for one episode: its own directory, namespaces, limits and environment.
 
-Each command runs in a new session (its own process group) as the episode's uid, with
-rlimits set, stdin closed, stdout and stderr interleaved into one pipe that is read as it
-arrives. A command that outlives its timeout, or prints more than the hard cap, has its
-process group killed; processes it started in the background keep running until the
-episode closes, when every process of the uid is killed and the directory removed.
+Under bwrap (the default) each episode has one long-lived bubblewrap sandbox (see
+`turnbon_terminal.bwrap`) that every command enters; run as root, the sandbox also runs
+as a uid of its own, leased machine-wide. Each command runs in a new session (its own
+process group), with rlimits set, stdin closed, stdout and stderr interleaved into one
+pipe that is read as it arrives. A command that outlives its timeout, or prints more
+than the hard cap, has its process group killed; processes it started in the
+background keep running until the episode ends (`kill_all`, before verification, or
+`close`), when the sandbox's PID namespace is killed as one.
+
+The "uid" fallback runs commands on the host as the episode's uid (as root) or as the
+runner, and kills every process of the uid at the end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.errors import ConfigurationError
-from turnbon_terminal.envvars import SAFE_PATH, checked, sandbox_env
+import turnbon_graph
+from turnbon_terminal.bwrap import Layout, Session, find_tools
+from turnbon_terminal.envvars import SAFE_PATH, sandbox_env
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.limits import Limits, MiB
-from turnbon_terminal.output import CappedOutput
+from turnbon_terminal.output import CappedOutput, Pump
+from turnbon_terminal.result import CommandResult
+from turnbon_terminal.settings import Fresh, SandboxSettings
 from turnbon_terminal.users import (
-    UID_BASE,
-    UID_COUNT,
     UidLease,
     chown_tree,
     kill_user,
@@ -39,133 +48,18 @@ from turnbon_terminal.users import (
 )
 from turnbon_terminal.workroot import default_work_root, private_dir, remove_tree
 
-_CHUNK = 64 * 1024
+__all__ = ["CommandResult", "Fresh", "Sandbox", "SandboxHost", "SandboxSettings"]
 
-
-@dataclass(frozen=True)
-class SandboxSettings:
-    """How every episode's commands run (shared by all episodes of an environment)."""
-
-    command_timeout: float = 60.0
-    output_limit: int = 8 * 1024
-    """Bytes of output the agent sees: the first and last half, with a line about the cut."""
-    hard_output_limit: int = 10 * MiB
-    """Past this much output the command is killed (a `yes` flood)."""
-    limits: Limits = field(default_factory=Limits)
-    isolate_user: bool | None = None
-    """A dedicated uid per episode; None: when running as root (it needs root)."""
-    work_root: Path | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    """Extra variables for every command; secret-looking names are refused."""
-    uid_base: int = UID_BASE
-    uid_count: int = UID_COUNT
-    background_grace: float = 0.25
-    """After the command exits, how long to wait for output still in flight; if the pipe
-    is still held then (background processes), the result is returned anyway."""
-
-    def __post_init__(self) -> None:
-        checked(self.env, origin="SandboxSettings.env")
-        if self.command_timeout <= 0 or self.output_limit < 64 or self.hard_output_limit < 1:
-            raise ConfigurationError(
-                "command_timeout must be > 0, output_limit >= 64 and hard_output_limit >= 1; "
-                f"got {self.command_timeout}, {self.output_limit}, {self.hard_output_limit}"
-            )
-
-
-@dataclass
-class CommandResult:
-    """What one command did; `render()` is what the agent reads."""
-
-    output: str
-    exit_code: int
-    """The process's return code: negative when a signal ended it."""
-    timeout: float
-    timed_out: bool = False
-    flooded: bool = False
-    background: bool = False
-    """Processes the command started still held its output when it returned."""
-    total_bytes: int = 0
-    hard_limit: int = 0
-    duration_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not (self.timed_out or self.flooded)
-
-    def render(self) -> str:
-        lines = [self.output.rstrip("\n") if self.output else "(no output)"]
-        if self.timed_out:
-            lines.append(f"[timed out after {self.timeout:g} s: the command was killed]")
-        if self.flooded:
-            lines.append(f"[more than {_size(self.hard_limit)} of output: the command was killed]")
-        if self.background:
-            lines.append(
-                "[processes the command started in the background still run and hold its "
-                "output; their further output is discarded]"
-            )
-        if self.exit_code >= 0:
-            lines.append(f"[exit code {self.exit_code}]")
-        else:
-            name = _signal_name(-self.exit_code)
-            lines.append(f"[exit code {128 - self.exit_code} (killed by {name})]")
-        return "\n".join(lines)
-
-
-def _size(n: int) -> str:
-    return f"{n / MiB:g} MiB" if n >= MiB else f"{n} bytes"
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-class _Pump:
-    """Reads a command's output pipe into a CappedOutput until EOF (or closed)."""
-
-    def __init__(self, fd: int, sink: CappedOutput, hard_limit: int) -> None:
-        self._fd = fd
-        self.sink = sink
-        self.hard_limit = hard_limit
-        self.flooded = asyncio.Event()
-        self._reader = asyncio.StreamReader(limit=2 * _CHUNK)
-        self._transport: asyncio.ReadTransport | None = None
-        self.task: asyncio.Task[None] | None = None
-
-    async def open(self) -> None:
-        loop = asyncio.get_running_loop()
-        pipe = os.fdopen(self._fd, "rb", buffering=0)
-        protocol = asyncio.StreamReaderProtocol(self._reader)
-        try:
-            self._transport, _ = await loop.connect_read_pipe(lambda: protocol, pipe)
-        except BaseException:
-            pipe.close()
-            raise
-        self.task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        try:
-            while chunk := await self._reader.read(_CHUNK):
-                self.sink.add(chunk)
-                if self.sink.total > self.hard_limit:
-                    self.flooded.set()
-                    if self.sink.frozen:
-                        break  # background writers only: stop reading; they get SIGPIPE
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
-
-    async def stop(self) -> None:
-        self.close()
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+_log = logging.getLogger(__name__)
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="turnbon-bwrap")
+"""Starts and ends sandboxes. Its threads live as long as the process, which matters:
+`--die-with-parent` kills a sandbox when the thread that started it ends."""
+UID_FALLBACK_WARNING = (
+    "turnbon_terminal: sandbox='uid' is the weak fallback: commands run on the host, see "
+    "its network (127.0.0.1 included), can read every world-readable file (the tasks' "
+    "tests and solutions too) and, as a non-root runner, run as you. Install bubblewrap "
+    "and drop sandbox='uid' for real isolation"
+)
 
 
 def _kill_group(pgid: int) -> None:
@@ -179,7 +73,20 @@ class SandboxHost:
     def __init__(self, settings: SandboxSettings) -> None:
         self.settings = settings
         root_user = os.geteuid() == 0
-        isolate = root_user if settings.isolate_user is None else settings.isolate_user
+        self.tools: tuple[str, str, str] | None = None
+        if settings.sandbox == "bwrap":
+            self.tools = find_tools()
+            if settings.isolate_user is False and root_user:
+                raise SandboxError(
+                    "as root, the bwrap sandbox always runs an episode as a uid of its own "
+                    "(inside it root would keep capabilities): drop isolate_user=False, "
+                    "or pass sandbox='uid' for the old behaviour"
+                )
+            isolate = root_user if settings.isolate_user is None else settings.isolate_user
+        else:
+            warnings.warn(UID_FALLBACK_WARNING, UserWarning, stacklevel=3)
+            _log.warning(UID_FALLBACK_WARNING)
+            isolate = root_user if settings.isolate_user is None else settings.isolate_user
         if isolate and not root_user:
             raise SandboxError(
                 "isolate_user=True needs root (a uid per episode is set with setuid); "
@@ -190,25 +97,22 @@ class SandboxHost:
         if bash is None:
             raise SandboxError(f"bash was not found on {SAFE_PATH}; install bash")
         self.bash = bash
-        self._root = settings.work_root or default_work_root()
-        self._prepared = False
+        self.work_root = settings.work_root or default_work_root()
+        packages = [Path(turnbon_graph.__file__).parent, Path(__file__).parent]
+        self.hidden = (*packages, *settings.hidden)
 
-    def _prepare(self) -> tuple[Path, Path]:
-        private_dir(self._root, 0o711)
-        episodes = private_dir(self._root / "episodes", 0o711)
-        locks = private_dir(self._root / "uids", 0o700)
-        return episodes, locks
-
-    def create(self, name: str) -> Sandbox:
-        """A fresh episode directory (and uid, when isolating)."""
-        episodes, locks = self._prepare()
+    def create(self, name: str, *, network: bool = False) -> Sandbox:
+        """A fresh episode directory (and uid, when isolating); `network`: the task may
+        use the internet (its task.toml says `allow_internet = true`)."""
+        private_dir(self.work_root, 0o711)
+        episodes = private_dir(self.work_root / "episodes", 0o711)
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "episode"
         root = Path(tempfile.mkdtemp(prefix=f"{safe}-", dir=episodes))
         lease: UidLease | None = None
         try:
             if self.isolate:
-                lease = lease_uid(locks, self.settings.uid_base, self.settings.uid_count)
-                _remove_stale_episodes(episodes, lease.uid)
+                lease = lease_uid(self.settings.uid_base, self.settings.uid_count)
+                lease.record(root)
                 os.chmod(root, 0o711)
             workdir, tmpdir = root / "work", root / "tmp"
             for path in (workdir, tmpdir):
@@ -220,42 +124,46 @@ class SandboxHost:
             if lease is not None:
                 lease.release()
             raise
-        return Sandbox(self, root, workdir, tmpdir, lease)
-
-
-def _remove_stale_episodes(episodes: Path, uid: int) -> None:
-    """Removes episode directories a crashed run left for `uid`: the uid's lock was free,
-    so no live episode owns them."""
-    for entry in episodes.iterdir():
-        try:
-            stale = (entry / "work").lstat().st_uid == uid
-        except OSError:
-            continue
-        if stale:
-            remove_tree(entry)
+        return Sandbox(self, root, workdir, tmpdir, lease, network=network)
 
 
 class Sandbox:
-    """One episode's directory, user and processes."""
+    """One episode's directory, user, namespaces and processes."""
 
     def __init__(
-        self, host: SandboxHost, root: Path, workdir: Path, tmpdir: Path, lease: UidLease | None
+        self,
+        host: SandboxHost,
+        root: Path,
+        workdir: Path,
+        tmpdir: Path,
+        lease: UidLease | None,
+        *,
+        network: bool = False,
     ) -> None:
         self.host = host
         self.settings = host.settings
         self.root = root
         self.workdir = workdir
         self.tmpdir = tmpdir
+        self.network = network
         self._lease = lease
-        self._pumps: set[_Pump] = set()
+        self._pumps: set[Pump] = set()
         self._groups: set[int] = set()
         self._closed = False
-        self._preexec = self.settings.limits.preexec(limit_processes=lease is not None)
+        bwrap = host.tools is not None
+        self._preexec = self.settings.limits.preexec(limit_processes=bwrap or lease is not None)
+        self._mutex = threading.Lock()
+        self._session: concurrent.futures.Future[Session] | None = None
 
     @property
     def uid(self) -> int | None:
         """The episode's own uid, or None when commands run as the current user."""
         return self._lease.uid if self._lease is not None else None
+
+    @property
+    def isolation(self) -> str:
+        """ "bwrap" or "uid": how this episode's commands are isolated."""
+        return "bwrap" if self.host.tools is not None else "uid"
 
     @property
     def closed(self) -> bool:
@@ -278,6 +186,54 @@ class Sandbox:
             return {}
         return {"user": self._lease.uid, "group": self._lease.gid, "extra_groups": []}
 
+    def _layout(self, env: Mapping[str, str], fresh: Fresh | None = None) -> Layout:
+        return Layout(
+            writable=[self.workdir] if fresh is not None else [self.workdir, self.tmpdir],
+            readonly=fresh.readonly if fresh is not None else (),
+            hidden=self.host.hidden,
+            network=self.network,
+            tmpfs_bytes=self.settings.limits.tmpfs_bytes,
+            env=env,
+            cwd=self.workdir,
+        )
+
+    def _start_session(self, previous: concurrent.futures.Future[Session] | None) -> Session:
+        if previous is not None and not previous.cancelled() and previous.exception() is None:
+            previous.result().end()  # it died (the agent killed its first process)
+        assert self.host.tools is not None
+        return Session.start(
+            self.host.tools[0],
+            self._layout(self.env()),
+            log=self.root / "bwrap.log",
+            identity=self._identity(),
+            preexec=self._preexec,
+        )
+
+    async def _entered(self) -> Session:
+        """The episode's sandbox, started on first use (and again if it died)."""
+        with self._mutex:
+            future = self._session
+            if future is None or (future.done() and not _healthy(future)):
+                future = _SPAWNER.submit(self._start_session, future)
+                self._session = future
+        return await asyncio.wrap_future(future)
+
+    async def _launch(
+        self, argv: Sequence[str], cwd: Path, env: dict[str, str], fresh: Fresh | None
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The argv and subprocess options that run `argv` in this episode's sandbox."""
+        identity = self._identity()
+        if self.host.tools is None:
+            return list(argv), {"cwd": cwd, "env": env, **identity}
+        bwrap, nsenter, env_tool = self.host.tools
+        if fresh is not None:
+            layout = self._layout({**env, "TMPDIR": "/tmp"}, fresh)
+            options = [*layout.options(), "--chdir", str(cwd)]
+            return [bwrap, *options, "--", *argv], {"cwd": "/", "env": {}, **identity}
+        session = await self._entered()
+        command = session.enter(nsenter, env_tool, cwd, argv)
+        return command, {"cwd": "/", "env": env, "pass_fds": session.fds, **identity}
+
     async def run(
         self,
         command: str,
@@ -296,26 +252,27 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         keep: int | None = None,
+        fresh: Fresh | None = None,
     ) -> CommandResult:
-        """Runs `argv` as the episode's user; never raises for the command's own failure."""
+        """Runs `argv` in the episode's sandbox (or, with `fresh`, in a new one of its
+        own); never raises for the command's own failure."""
         if self._closed:
             raise SandboxError("this episode is closed: start a new one to run commands")
         limit = self.settings.command_timeout if time_limit is None else time_limit
         sink = CappedOutput(keep or self.settings.output_limit)
+        command, options = await self._launch(argv, cwd or self.workdir, self.env(env), fresh)
         read_fd, write_fd = os.pipe()
         started = time.monotonic()
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv,
+                *command,
                 stdin=subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,
-                cwd=cwd or self.workdir,
-                env=self.env(env),
                 start_new_session=True,  # its own process group, killed as one
                 umask=0o077,  # what it creates in shared places stays its own
                 preexec_fn=self._preexec,
-                **self._identity(),
+                **options,
             )
         except OSError as exc:
             # Could not execute argv[0] at all: answered like a shell would (126/127).
@@ -331,7 +288,7 @@ class Sandbox:
             raise
         finally:
             os.close(write_fd)
-        pump = _Pump(read_fd, sink, self.settings.hard_output_limit)
+        pump = Pump(read_fd, sink, self.settings.hard_output_limit)
         timed_out = flooded = background = False
         waiter: asyncio.Future[int] | None = None
         try:
@@ -378,10 +335,21 @@ class Sandbox:
         )
 
     async def kill_all(self) -> bool:
-        """Kills every process of the episode; True when none is left."""
+        """Ends every process of the episode (before verification, and at close); True
+        when none is left. A later command starts the sandbox afresh (files remain)."""
         for pump in list(self._pumps):
             await pump.stop()
         self._pumps.clear()
+        if self.host.tools is not None:
+            with self._mutex:
+                future, self._session = self._session, None
+            done = True
+            if future is not None:
+                ending = _SPAWNER.submit(_end_when_started, future)
+                done = await asyncio.shield(asyncio.wrap_future(ending))
+            if self._lease is not None:  # and the nsenter helpers on the host side
+                done = await asyncio.to_thread(kill_user, self._lease.uid) and done
+            return done
         if self._lease is not None:
             return await asyncio.to_thread(kill_user, self._lease.uid)
         # Without a uid of its own, the episode's processes are its commands' groups
@@ -404,3 +372,17 @@ class Sandbox:
         finally:
             if self._lease is not None:
                 self._lease.release()
+
+
+def _healthy(future: concurrent.futures.Future[Session]) -> bool:
+    return not future.cancelled() and future.exception() is None and future.result().alive
+
+
+def _end_when_started(future: concurrent.futures.Future[Session]) -> bool:
+    """Ends the session once its start finished (it was submitted to the pool before
+    this, so it is running or done: no wait on a queued job)."""
+    try:
+        session = future.result()
+    except BaseException:
+        return True
+    return session.end()

@@ -4,7 +4,8 @@
       instruction.md        what the agent is told
       task.toml             [agent] timeout_sec, max_turns; [verifier] timeout_sec, env;
                             [metadata] difficulty, category, tags; [environment]
-                            build_timeout_sec (our setup.sh's limit), docker_image
+                            build_timeout_sec (our setup.sh's limit), docker_image,
+                            allow_internet (no network unless true)
       environment/          copied into the working directory; setup.sh, if present, runs
                             there (as the episode's user) before the agent starts
       solution/solve.sh     the reference solution, run from the working directory
@@ -69,6 +70,9 @@ class TerminalTask:
     setup_timeout_s: float = DEFAULT_SETUP_TIMEOUT_S
     verifier_env: Mapping[str, str] = field(default_factory=dict)
     solution_env: Mapping[str, str] = field(default_factory=dict)
+    allow_internet: bool = False
+    """`[environment] allow_internet = true` (the Terminal-Bench 2 key): the sandbox
+    shares the host's network; otherwise it has none (loopback of its own only)."""
 
     @property
     def id(self) -> str:
@@ -181,6 +185,7 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
         setup_timeout_s=_number(environment, "build_timeout_sec", DEFAULT_SETUP_TIMEOUT_S, folder),
         verifier_env=_env(verifier, folder),
         solution_env=_env(solution, folder),
+        allow_internet=_flag(environment, "allow_internet", folder),
     )
 
 
@@ -261,6 +266,13 @@ def _number(table: Mapping[str, Any], key: str, default: float, folder: Path) ->
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise TaskFormatError(f"{folder / 'task.toml'}: {key} must be a positive number")
     return float(value)
+
+
+def _flag(table: Mapping[str, Any], key: str, folder: Path) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise TaskFormatError(f"{folder / 'task.toml'}: {key} must be true or false")
+    return value
 
 
 def _text(value: Any) -> str | None:

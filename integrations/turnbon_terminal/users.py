@@ -3,9 +3,10 @@
 Running as root, each episode gets a uid of its own (no passwd entry needed): its
 workdir is private to it (mode 700), RLIMIT_NPROC bounds it alone, and "every process
 of this uid" is exactly the episode's processes, however they detached. A uid is
-leased with an flock on a file in a root-only directory, so concurrent runs, in this
-process or another, never share one; a crashed run's leftovers are cleared when the
-uid is leased again.
+leased with an flock on a file in one root-only directory for the whole machine
+(`LEASE_DIR`, whatever a run's work root), so concurrent runs, in this process or
+another, never share one; a crashed run's leftovers (processes, its episode directory,
+recorded in the lock file) are cleared when the uid is leased again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from turnbon_terminal.envvars import SAFE_PATH
 from turnbon_terminal.errors import SandboxError
+from turnbon_terminal.workroot import private_dir, remove_tree
 
 UID_BASE = 1_500_000
 """Far above login users and the usual subordinate-uid ranges (100000-165535)."""
@@ -29,6 +31,13 @@ UID_COUNT = 1000
 SHARED_TMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 """World-writable places where an episode's files could outlive it and be found by the
 next holder of its uid; cleared at lease and at release (top level only)."""
+LEASE_DIR = (
+    Path("/run/turnbon-terminal-uids")
+    if os.path.isdir("/run")
+    else Path("/tmp/turnbon-terminal-uids")
+)
+"""One lock file per uid, for every run on the machine (never below a work root: two
+runs with different work roots must not lease the same uid)."""
 
 
 @dataclass
@@ -42,14 +51,21 @@ class UidLease:
     def gid(self) -> int:
         return self.uid
 
+    def record(self, episode: Path) -> None:
+        """Notes in the lock file the episode directory holding the uid's files, so the
+        next holder removes it if this run crashes."""
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, os.fsencode(episode), 0)
+
     def release(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)  # closing drops the flock
             self._fd = -1
 
 
-def lease_uid(lock_dir: Path, base: int = UID_BASE, count: int = UID_COUNT) -> UidLease:
+def lease_uid(base: int = UID_BASE, count: int = UID_COUNT, lock_dir: Path = LEASE_DIR) -> UidLease:
     """The first free uid of the range, its leftovers (processes, files) cleared."""
+    private_dir(lock_dir, 0o700)
     for uid in range(base, base + count):
         if _has_account(uid):
             continue
@@ -61,11 +77,27 @@ def lease_uid(lock_dir: Path, base: int = UID_BASE, count: int = UID_COUNT) -> U
             continue
         kill_user(uid)
         remove_user_files(uid)
+        _remove_recorded(fd, uid)
         return UidLease(uid, fd)
     raise SandboxError(
         f"all {count} sandbox uids from {base} are in use (locks in {lock_dir}); "
         "run fewer episodes at once, or pass a larger uid range"
     )
+
+
+def _remove_recorded(fd: int, uid: int) -> None:
+    """Removes the episode directory a crashed holder of `uid` recorded, if it is still
+    there and its workdir is the uid's (the lock was free: no live episode owns it)."""
+    recorded = os.pread(fd, 4096, 0)
+    if not recorded:
+        return
+    episode = Path(os.fsdecode(recorded))
+    try:
+        stale = (episode / "work").lstat().st_uid == uid
+    except OSError:
+        return
+    if stale:
+        remove_tree(episode)
 
 
 def _has_account(uid: int) -> bool:

@@ -1,27 +1,29 @@
-"""The verifier: the task's pytest tests, run as the episode's user after the agent.
+"""The verifier: the task's pytest tests, run after the agent in a sandbox of their own.
 
-The tests are copied next to (not into) the working directory, so the agent cannot have
-changed them, and run with `TASK_WORKDIR` set, a clean environment (no secrets of this
-process), plugin autoloading off and no cache written. pytest must be importable by a
-Python the episode's user can execute: this process's own interpreter if it can, else
-a system Python of the same version with this interpreter's pytest on PYTHONPATH
-(a pyenv or venv under /root is out of the sandbox user's reach).
+Before it runs, every process of the episode is killed (`Sandbox.kill_all`), so nothing
+the agent left running can touch what follows. The tests are then copied afresh to a
+folder of ours (read-only to the episode's user) and run, under bwrap, in a new sandbox
+that sees the working directory, that copy and a copy of pytest, with an empty /tmp,
+`TASK_WORKDIR` set, a clean environment, plugin autoloading off and no cache written.
+The interpreter: this process's own if the sandbox can run it, else a system Python,
+with pytest and its dependencies (pure Python) on PYTHONPATH from that copy.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import asyncio
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from turnbon_graph.bench.environment import Verdict
 from turnbon_terminal.envvars import SAFE_PATH
-from turnbon_terminal.sandbox import CommandResult, Sandbox
+from turnbon_terminal.pytest_site import pytest_site, readable_copy
+from turnbon_terminal.sandbox import CommandResult, Fresh, Sandbox
 from turnbon_terminal.tasks import TerminalTask
-from turnbon_terminal.workroot import remove_tree
 
 OUTPUT_TAIL = 4000
 """Characters of pytest's output kept in the verdict (its end: the summary)."""
@@ -42,83 +44,98 @@ class VerifierUnavailableError(Exception):
 @dataclass(frozen=True)
 class _Candidate:
     python: str
-    env: dict[str, str]
-    version: str | None = None
-    """The version it must have (set when it borrows this interpreter's pytest)."""
+    prefix: Path | None = None
+    """Its installation, bound read-only when it is not below a system directory."""
 
 
 class VerifierPython:
-    """Finds, once, a Python with pytest that the sandbox user can run."""
+    """Finds, once, a Python that can run pytest in the verifier's sandbox."""
 
     def __init__(self, explicit: str | None = None) -> None:
         self._explicit = explicit
-        self._found: tuple[str, dict[str, str]] | None = None
+        self._found: tuple[_Candidate, Path] | None = None
 
     def _candidates(self) -> list[_Candidate]:
         if self._explicit:
-            return [_Candidate(self._explicit, {})]
-        found = [_Candidate(sys.executable, {})]
-        spec = importlib.util.find_spec("pytest")
-        if spec is None or spec.origin is None:
-            return found
-        site = str(Path(spec.origin).resolve().parents[1])
+            return [_candidate(self._explicit)]
+        base = getattr(sys, "_base_executable", None) or sys.executable
+        found = [_candidate(base)]
+        seen = {os.path.realpath(base)}
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        seen = {os.path.realpath(sys.executable)}
         for name in (f"python{version}", "python3"):
             path = shutil.which(name, path=SAFE_PATH)
             if path and os.path.realpath(path) not in seen:
                 seen.add(os.path.realpath(path))
-                found.append(_Candidate(path, {"PYTHONPATH": site}, version))
+                found.append(_candidate(path))
         return found
 
-    async def resolve(self, sandbox: Sandbox) -> tuple[str, dict[str, str]]:
-        """(interpreter, extra environment); raises VerifierUnavailableError."""
+    async def resolve(self, sandbox: Sandbox) -> tuple[_Candidate, Path]:
+        """(interpreter, pytest's folder); raises VerifierUnavailableError."""
         if self._found is not None:
             return self._found
+        site = await asyncio.to_thread(pytest_site, sandbox.host.work_root)
         problems = []
         for candidate in self._candidates():
-            probe = await sandbox.execute(
-                [candidate.python, "-P", "-B", "-c", _PROBE],
-                env=candidate.env,
-                time_limit=30,
-                cwd=sandbox.tmpdir,
+            probe = await _in_fresh_sandbox(
+                sandbox, candidate, site, [candidate.python, "-P", "-B", "-c", _PROBE], (), 30
             )
             lines = probe.output.strip().splitlines()
-            if probe.ok and candidate.version in (None, lines[-1] if lines else None):
-                self._found = (candidate.python, dict(candidate.env))
-                return self._found
-            why = lines[-1] if lines else f"exit code {probe.exit_code}"
             if probe.ok:
-                why = f"Python {why}, not {candidate.version}"
-            shown = f" with {candidate.env}" if candidate.env else ""
-            problems.append(f"{candidate.python}{shown}: {why}")
+                self._found = (candidate, site)
+                return self._found
+            problems.append(f"{candidate.python}: {lines[-1] if lines else probe.exit_code}")
         user = f"uid {sandbox.uid}" if sandbox.uid is not None else "the current user"
         raise VerifierUnavailableError(
-            f"no Python with pytest that {user} can run ({'; '.join(problems)}): install "
-            "pytest where the sandbox user can read it (e.g. for /usr/bin/python3), or "
-            "pass verifier_python= to TerminalEnvironment"
+            f"no Python with pytest that {user} can run in the sandbox "
+            f"({'; '.join(problems)}): install python3 for the system (/usr/bin/python3), "
+            "or pass verifier_python= to TerminalEnvironment"
         )
+
+
+def _candidate(python: str) -> _Candidate:
+    real = Path(os.path.realpath(python))
+    system = any(Path(d) in real.parents for d in ("/usr", "/bin", "/lib"))
+    return _Candidate(python, None if system else real.parents[1])
+
+
+async def _in_fresh_sandbox(
+    sandbox: Sandbox,
+    candidate: _Candidate,
+    site: Path,
+    argv: list[str],
+    readonly: tuple[Path, ...],
+    time_limit: float,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    keep: int | None = None,
+) -> CommandResult:
+    prefix = (candidate.prefix,) if candidate.prefix is not None else ()
+    return await sandbox.execute(
+        argv,
+        env={"PYTHONPATH": str(site), **(env or {})},
+        time_limit=time_limit,
+        cwd=cwd,
+        keep=keep,
+        fresh=Fresh(readonly=(*prefix, site, *readonly)),
+    )
 
 
 async def run_verifier(
     sandbox: Sandbox, task: TerminalTask, python: VerifierPython, time_limit: float
 ) -> Verdict:
-    """Runs the task's tests against the working directory; never raises for a failure."""
-    tests = sandbox.root / "tests"
-    remove_tree(tests)
-    shutil.copytree(task.tests_dir, tests, symlinks=True)
-    # Our own ini file: without one pytest would look for one upwards from the tests,
-    # and find one the agent planted in /tmp (addopts that skip every test).
-    ini = tests / INI_NAME
-    ini.write_text("[pytest]\n", encoding="utf-8")
-    os.chmod(tests, 0o700)
-    sandbox.give(tests)
+    """Ends the episode's processes, then runs the task's tests against the working
+    directory in a fresh sandbox; never raises for a failure."""
+    if not await sandbox.kill_all():
+        return Verdict(passed=False, error="processes of the episode survived being killed")
+    tests = await asyncio.to_thread(_fresh_tests, sandbox.root, task.tests_dir)
     try:
-        interpreter, env = await python.resolve(sandbox)
+        candidate, site = await python.resolve(sandbox)
     except VerifierUnavailableError as exc:
         return Verdict(passed=False, error=str(exc))
+    ini = tests / INI_NAME
     argv = [
-        interpreter,
+        candidate.python,
         "-P",  # the working directory is not on sys.path: no planted pytest.py
         "-B",
         "-m",
@@ -135,19 +152,33 @@ async def run_verifier(
         "--import-mode=importlib",
         str(tests),
     ]
-    result = await sandbox.execute(
+    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    result = await _in_fresh_sandbox(
+        sandbox,
+        candidate,
+        site,
         argv,
-        env={
-            **env,
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            **task.verifier_env,
-        },
+        (tests.parent,),
+        time_limit,
+        env={**env, **task.verifier_env},
         cwd=tests,
-        time_limit=time_limit,
         keep=64 * 1024,
     )
     return verdict_of(result)
+
+
+def _fresh_tests(root: Path, source: Path) -> Path:
+    """A copy of the task's tests the agent never saw: made after its processes ended,
+    in a new folder of ours, read-only to the episode's user. Our own ini file: without
+    one pytest would look upwards from the tests for one."""
+    folder = Path(tempfile.mkdtemp(prefix="verify-", dir=root))
+    tests = folder / "tests"
+    readable_copy(source, tests)
+    ini = tests / INI_NAME
+    ini.write_text("[pytest]\n", encoding="utf-8")
+    ini.chmod(0o644)
+    folder.chmod(0o755)
+    return tests
 
 
 def verdict_of(result: CommandResult) -> Verdict:
