@@ -47,3 +47,10 @@ def stub_engine(stub: StubServer, model: ModelPool = "openai/stub", **options: A
     `completion_kwargs`, every other turn option as given."""
     kwargs = {**stub_kwargs(stub.base_url), **(options.pop("completion_kwargs", None) or {})}
     return TurnEngine.from_options(model, completion_kwargs=kwargs, **options)
+
+
+def requests_in_flight(stub: StubServer, delay: float) -> int:
+    """The most requests the stub held at once, when each took `delay` to answer: at each
+    arrival, those that arrived earlier and cannot have been answered yet."""
+    arrivals = sorted(r.received_at for r in stub.requests)
+    return max(sum(1 for s in arrivals if s <= t < s + delay) for t in arrivals)

@@ -17,7 +17,8 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
@@ -136,15 +137,24 @@ class LiteLLMClient:
             )
 
     async def _call_once(self, litellm: Any, kwargs: dict[str, Any]) -> Any:
+        async with self.slot():
+            return await litellm.acompletion(**kwargs)
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Holds one of the `max_concurrency` places for a call, once the rate limit lets
+        it start. Calls made some other way (an agent's own model, in the middleware) take
+        a slot too, so the limits bound them with the rest."""
         semaphore = self._semaphore()
         if semaphore is None:
             if self._throttler is not None:
                 await self._throttler.acquire()
-            return await litellm.acompletion(**kwargs)
+            yield
+            return
         async with semaphore:
             if self._throttler is not None:
                 await self._throttler.acquire()
-            return await litellm.acompletion(**kwargs)
+            yield
 
     def _backoff(self, attempt: int, exc: BaseException) -> float:
         delay: float = self.backoff_base * 2 ** (attempt - 1) * (0.5 + self._jitter.random() / 2)
@@ -242,6 +252,7 @@ def usage_of(response: Any) -> Usage:
     """Usage of one call as the provider reported it, with cost where LiteLLM prices the model."""
     usage = getattr(response, "usage", None)
     details = getattr(usage, "completion_tokens_details", None)
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
     # LiteLLM has already run `completion_cost` on the response and kept the answer here;
     # calling it again for an unpriced model only prints a warning and raises.
     hidden = getattr(response, "_hidden_params", None) or {}
@@ -251,6 +262,7 @@ def usage_of(response: Any) -> Usage:
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         reasoning_tokens=int(getattr(details, "reasoning_tokens", 0) or 0),
+        cached_tokens=int(getattr(prompt_details, "cached_tokens", 0) or 0),
         cost_usd=float(cost) if cost is not None else None,
     )
 

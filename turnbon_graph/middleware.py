@@ -57,7 +57,9 @@ class TurnBoNMiddleware(AgentMiddleware):
       `request.override(model_settings=...)` (for example `{"temperature": 1.0}` for more
       varied candidates); its connection settings apply to a LiteLLM selector by default.
     - `n`, `seed`, `adaptive`, `early_commit`, `budget`, `dedupe`, `ignore_args`,
-      `trace`, and the call limits of a LiteLLM selector, as everywhere.
+      `trace`, as everywhere; `max_concurrency` and `rate_limit` bound the candidate
+      calls and a LiteLLM selector's together (`timeout`, `max_retries`: the selector's;
+      the agent's model has its own).
     - Not here: `prompt` (the agent's `system_prompt` is the prompt), `native_n` and
       `tool_calling` (the agent's model makes its own calls), and `HumanSelector` (a
       model call cannot pause between generating and selecting; use
@@ -129,7 +131,7 @@ class TurnBoNMiddleware(AgentMiddleware):
     async def _turn(self, request: ModelRequest, handler: AsyncHandler) -> ModelResponse:
         if self._settings:
             request = request.override(model_settings={**request.model_settings, **self._settings})
-        source = _HandlerSource(request, handler)
+        source = _HandlerSource(request, handler, self._client)
         selector = self._selector or resolve_selector(
             self.config.model_copy(update={"selector": request.model}), "", {}, self._client
         )
@@ -157,6 +159,8 @@ class _HandlerSource:
 
     request: ModelRequest
     handler: AsyncHandler
+    client: LiteLLMClient
+    """Its `slot()` bounds the candidate calls by the turn's max_concurrency and rate_limit."""
     responses: dict[int, ModelResponse] = field(default_factory=dict)
 
     @property
@@ -191,7 +195,8 @@ class _HandlerSource:
         started = time.monotonic()
         var_child_runnable_config.set(quiet)  # this call's task only: it has its own context
         try:
-            response = await self.handler(self.request)
+            async with self.client.slot():
+                response = await self.handler(self.request)
         except GraphBubbleUp:
             raise  # an interrupt inside the model call belongs to the graph
         except Exception as exc:

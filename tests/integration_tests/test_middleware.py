@@ -14,7 +14,13 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from tests.helpers import generator_requests, selector_answer, selector_requests, stub_kwargs
+from tests.helpers import (
+    generator_requests,
+    requests_in_flight,
+    selector_answer,
+    selector_requests,
+    stub_kwargs,
+)
 from turnbon_graph import (
     ConfigurationError,
     FirstSelector,
@@ -24,6 +30,7 @@ from turnbon_graph import (
 )
 from turnbon_graph.testing import (
     CapturedRequest,
+    StubResponse,
     StubServer,
     chat_completion,
     error,
@@ -208,3 +215,27 @@ async def test_candidate_settings_reach_every_candidate_call(stub: StubServer) -
     temperatures = {(r.body or {}).get("temperature") for r in generator_requests(stub.requests)}
     assert temperatures == {1.3}
     assert json.dumps([r.body for r in selector_requests(stub.requests)]).count("1.3") == 0
+
+
+async def test_max_concurrency_bounds_the_agents_own_model_calls(stub: StubServer) -> None:
+    delay = 0.2  # long enough that calls let run together overlap at the stub
+    stub.route(is_selector_request, selector_answer(0))
+    counter = iter(range(100))
+    stub.route(
+        lambda r: not is_selector_request(r),
+        lambda _: StubResponse(body=chat_completion(f"answer {next(counter)}"), delay=delay),
+    )
+    bounded = middleware(stub, selector=FirstSelector(), selector_kwargs=None)
+    agent = create_agent(chat_model(stub), [shell], middleware=[bounded])
+    await agent.ainvoke({"messages": [("user", "hi")]})
+    assert len(stub.requests) == 3 and requests_in_flight(stub, delay) == 1
+    stub.reset()
+    stub.route(
+        lambda r: True,
+        lambda _: StubResponse(body=chat_completion(f"answer {next(counter)}"), delay=delay),
+    )
+    free = TurnBoNMiddleware(n=3, selector=FirstSelector())
+    await create_agent(chat_model(stub), [shell], middleware=[free]).ainvoke(
+        {"messages": [("user", "hi")]}
+    )
+    assert requests_in_flight(stub, delay) == 3

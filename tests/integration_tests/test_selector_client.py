@@ -9,7 +9,7 @@ import json
 
 from langchain_core.messages import HumanMessage
 
-from tests.helpers import selector_requests, stub_kwargs
+from tests.helpers import requests_in_flight, selector_requests, stub_kwargs
 from tests.judges import pick, prompt_is, shown_actions
 from turnbon_graph import (
     ChatTurnBoN,
@@ -61,9 +61,7 @@ def script_slow_models(stub: StubServer) -> None:
 
 
 def most_in_flight(stub: StubServer) -> int:
-    arrivals = sorted(r.received_at for r in stub.requests)
-    # At each arrival, count requests that arrived earlier and cannot have been answered yet.
-    return max(sum(1 for s in arrivals if s <= t < s + DELAY) for t in arrivals)
+    return requests_in_flight(stub, DELAY)
 
 
 async def test_graph_max_concurrency_bounds_a_selector_instance(stub: StubServer) -> None:
