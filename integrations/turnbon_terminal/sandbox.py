@@ -46,7 +46,12 @@ from turnbon_terminal.users import (
     lease_uid,
     remove_user_files,
 )
-from turnbon_terminal.workroot import default_work_root, private_dir, remove_tree
+from turnbon_terminal.workroot import (
+    default_work_root,
+    private_dir,
+    reachable_by_others,
+    remove_tree,
+)
 
 __all__ = ["CommandResult", "Fresh", "Sandbox", "SandboxHost", "SandboxSettings"]
 
@@ -98,6 +103,8 @@ class SandboxHost:
             raise SandboxError(f"bash was not found on {SAFE_PATH}; install bash")
         self.bash = bash
         self.work_root = settings.work_root or default_work_root()
+        if isolate:
+            reachable_by_others(self.work_root)
         packages = [Path(turnbon_graph.__file__).parent, Path(__file__).parent]
         self.hidden = (*packages, *settings.hidden)
 

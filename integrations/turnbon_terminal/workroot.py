@@ -47,6 +47,22 @@ def private_dir(path: Path, mode: int) -> Path:
     return path
 
 
+def reachable_by_others(path: Path) -> None:
+    """Raises SandboxError unless every existing folder above `path` lets other users
+    pass (an episode's uid opens its work/ from there)."""
+    for parent in path.absolute().parents:
+        try:
+            mode = parent.stat().st_mode
+        except FileNotFoundError:
+            continue
+        if not mode & stat.S_IXOTH:
+            raise SandboxError(
+                f"the work root {path} is inside {parent} (mode {stat.S_IMODE(mode):o}), "
+                "which the episode's own uid cannot pass through: choose a work_root "
+                "whose parent folders are world-executable (the default, under /tmp, is)"
+            )
+
+
 def remove_tree(path: Path) -> None:
     """Removes `path` even where the agent took away permissions (as a non-root user)."""
 

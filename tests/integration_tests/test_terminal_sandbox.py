@@ -1,7 +1,9 @@
-"""The terminal sandbox with real processes: users, secrets, hangs, bombs, floods, leftovers.
+"""The terminal sandbox with real processes: namespaces, secrets, hangs, bombs, floods,
+leftovers; the bwrap sandbox by default, and the uid fallback where it is asked for.
 
-Run as root, each episode runs as a uid of its own; the tests that depend on that are
-skipped otherwise."""
+Run as root, each episode also runs as a uid of its own; the tests that depend on that
+are skipped otherwise. `test_terminal_isolation.py` runs the isolation checks as a
+non-root user too."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ async def sandbox(**settings: Any) -> AsyncIterator[Sandbox]:
         await box.close()
 
 
-async def _ends(condition: Callable[[], bool], within: float = 3.0) -> bool:
+async def ends(condition: Callable[[], bool], within: float = 3.0) -> bool:
     """Polls `condition` until it holds or `within` seconds pass (killed processes take
     a moment to go: there is no event to wait for)."""
     deadline = time.monotonic() + within
@@ -52,25 +54,61 @@ async def _ends(condition: Callable[[], bool], within: float = 3.0) -> bool:
     return True
 
 
-async def gone(uid: int | None) -> bool:
-    """True once no live process of `uid` is left."""
-    assert uid is not None
-    return await _ends(lambda: not processes_of(uid))
+def marker() -> str:
+    """A name no other process has: `exec -a <marker> sleep` tags one."""
+    return f"turnbon-mark-{os.getpid()}-{time.monotonic_ns()}"
 
 
-@needs_root
-async def test_commands_run_as_the_episodes_own_user_in_its_directory() -> None:
+def pids_named(name: str) -> list[int]:
+    """Live host processes whose argv[0] is `name` (read from /proc, not our code)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(entry.path, "cmdline").read_bytes()
+                state = Path(entry.path, "stat").read_text().split(") ")[-1][:1]
+            except OSError:
+                continue
+            if cmdline.split(b"\0")[0] == name.encode() and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def in_namespace(inode: int) -> list[int]:
+    """Live host processes in the PID namespace `inode`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                same = os.stat(f"{entry.path}/ns/pid").st_ino == inode
+                state = Path(entry.path, "stat").read_text().split(") ")[-1][:1]
+            except OSError:
+                continue
+            if same and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+async def pid_namespace(box: Sandbox) -> int:
+    return int((await box.run("stat -L -c %i /proc/self/ns/pid")).output)
+
+
+async def test_commands_run_in_the_episodes_directory_and_namespaces() -> None:
     async with sandbox() as box:
-        result = await box.run('id -u; pwd; echo "$HOME"; stat -c %a .; ls /root')
+        result = await box.run('id -u; pwd; echo "$HOME"; stat -c %a .; ls /; ls /root')
         uid, cwd, home, mode, *rest = result.output.splitlines()
-        assert int(uid) == box.uid and box.uid is not None and box.uid >= 1_000_000
+        assert int(uid) == (box.uid if ROOT else os.geteuid())
+        if ROOT:
+            assert box.uid is not None and box.uid >= 1_000_000
         assert cwd == home == str(box.workdir)
         assert mode == "700"
-        assert "Permission denied" in rest[0]
+        assert "No such file or directory" in rest[-1]  # no /root, /home, /work...
+        assert not {"root", "home", "work", "run"} & set(rest[:-1])
         assert result.exit_code == 2
+        pids = (await box.run("ps -e -o pid= | wc -l; echo $$")).output.split()
+        assert int(pids[0]) <= 5 and int(pids[1]) < 100  # pid 1, its keeper, this shell
 
 
-@needs_root
 async def test_secrets_of_the_parent_never_reach_a_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -81,8 +119,8 @@ async def test_secrets_of_the_parent_never_reach_a_command(
             "env",
             "printenv",
             "cat /proc/self/environ",
-            "cat /proc/$PPID/environ",  # the bash's parent: this test process
-            f"cat /proc/{os.getpid()}/environ",
+            "cat /proc/$PPID/environ",  # the bash's parent: outside the namespace
+            f"cat /proc/{os.getpid()}/environ",  # this test process
             "cat /proc/1/environ",
             "for f in /proc/[0-9]*/environ; do cat $f; done 2>/dev/null | tr '\\0' '\\n'",
         ]
@@ -91,50 +129,49 @@ async def test_secrets_of_the_parent_never_reach_a_command(
         for value in SECRETS.values():
             assert value not in output, f"{command} showed a secret"
     assert "PATH=" in outputs[0] and "TASK_WORKDIR=" in outputs[1]
-    assert "Permission denied" in outputs[3] and "Permission denied" in outputs[4]
+    assert "No such file" in outputs[3] and "No such file" in outputs[4]
 
 
-@needs_root
 async def test_episodes_cannot_see_each_others_files() -> None:
     async with sandbox() as first, sandbox() as second:
-        assert first.uid != second.uid
+        assert first.uid != second.uid or not ROOT
         await first.run("echo private > note.txt; echo private > $TMPDIR/t.txt")
         for target in [first.workdir / "note.txt", first.tmpdir / "t.txt", first.workdir]:
             result = await second.run(f"cat {target} || ls {target}")
-            assert "Permission denied" in result.output and "private" not in result.output
+            assert "No such file" in result.output and "private" not in result.output
         listing = await second.run(f"ls {first.root.parent}")
-        assert "Permission denied" in listing.output
+        assert listing.output.split() == [second.root.name]
 
 
-@needs_root
 async def test_a_hanging_command_is_killed_at_its_timeout() -> None:
+    name = marker()
     async with sandbox(command_timeout=1) as box:
-        result = await box.run("echo waiting; sleep 100")
+        result = await box.run(f"echo waiting; exec -a {name} sleep 100")
         assert result.timed_out and result.exit_code == -9
         assert result.render().endswith(
             "[timed out after 1 s: the command was killed]\n[exit code 137 (killed by SIGKILL)]"
         )
         assert result.output == "waiting\n"
-        assert await gone(box.uid)
+        assert await ends(lambda: not pids_named(name))
 
 
-@needs_root
 async def test_a_fork_bomb_is_bounded_and_leaves_nothing_behind() -> None:
     limits = Limits(processes=32)
     async with sandbox(command_timeout=3, limits=limits) as box:
         result = await box.run(":(){ :|:& };:; sleep 30")  # the bomb, and a command that waits
         assert result.timed_out
-        assert await gone(box.uid), "the bomb's process group outlived the timeout"
-    uid: int | None = None
     async with sandbox(command_timeout=3, limits=limits) as box:
-        uid = box.uid
+        namespace = await pid_namespace(box)
         result = await box.run(":(){ :|:& };:")  # returns at once, the bomb runs on
         assert result.background
-        assert processes_of(box.uid or 0), "the bomb should still run until the episode ends"
-    assert await gone(uid), "closing the episode left processes of its uid"
+        assert len(in_namespace(namespace)) > 3, "the bomb should run until the episode ends"
+        assert len(in_namespace(namespace)) <= 32 + 4, "the process limit did not hold"
+        uid = box.uid
+    assert await ends(lambda: not in_namespace(namespace)), "closing left processes"
+    if uid is not None:
+        assert await ends(lambda: not processes_of(uid))
 
 
-@needs_root
 async def test_an_output_flood_is_cut_and_stopped() -> None:
     async with sandbox(hard_output_limit=1 * MiB) as box:
         result = await box.run("yes")
@@ -143,10 +180,9 @@ async def test_an_output_flood_is_cut_and_stopped() -> None:
         assert len(text) < 9000
         assert "bytes of output cut" in text
         assert "[more than 1 MiB of output: the command was killed]" in text
-        assert await gone(box.uid)
+        assert (await box.run("pgrep -x yes | wc -l")).output == "0\n"
 
 
-@needs_root
 async def test_a_flood_to_disk_stops_at_the_file_size_limit() -> None:
     async with sandbox(limits=Limits(file_bytes=1 * MiB)) as box:
         result = await box.run("head -c 3000000 /dev/zero > big; echo status $?; stat -c %s big")
@@ -163,28 +199,45 @@ async def test_long_output_keeps_its_head_and_tail() -> None:
         assert result.total_bytes == len("\n".join(map(str, range(1, 100001)))) + 1
 
 
-@needs_root
-async def test_background_processes_and_leftovers_die_with_the_episode() -> None:
+async def test_background_processes_live_until_the_episode_ends() -> None:
+    names = [marker() for _ in range(3)]
+    leftover = Path(f"/tmp/turnbon-leftover-{names[0]}")
     async with sandbox() as box:
-        uid = box.uid
-        first = await box.run("sleep 1000 & echo started")
+        first = await box.run(f"(exec -a {names[0]} sleep 1000) & echo started")
         assert first.output == "started\n" and first.background
         assert "still run" in first.render()
-        await box.run("setsid sleep 1001 > /dev/null 2>&1 & nohup sleep 1002 > /dev/null 2>&1 &")
-        await box.run(f"echo x > /tmp/turnbon-leftover-{uid}")
-        assert len(processes_of(box.uid or 0)) >= 3
+        await box.run(
+            f"setsid bash -c 'exec -a {names[1]} sleep 1001' > /dev/null 2>&1 &"
+            f" nohup bash -c 'exec -a {names[2]} sleep 1002' > /dev/null 2>&1 &"
+        )
+        # A later command sees them (one PID namespace for the episode).
+        listing = (await box.run("ps -e -o args=")).output
+        assert all(name in listing for name in names)
+        await box.run(f"echo x > {leftover}")  # the sandbox's own /tmp, not the host's
+        assert not await asyncio.to_thread(leftover.exists)
+        assert all(pids_named(name) for name in names)
         root = box.root
-    assert await gone(uid)
+    assert await ends(lambda: not any(pids_named(name) for name in names))
     assert not await asyncio.to_thread(root.exists)
-    assert not await asyncio.to_thread(Path(f"/tmp/turnbon-leftover-{uid}").exists)
 
 
-@needs_root
+async def test_an_episode_whose_processes_were_all_killed_starts_again() -> None:
+    name = marker()
+    async with sandbox() as box:
+        await box.run(f"echo kept > file.txt; (exec -a {name} sleep 1000) &")
+        assert pids_named(name)
+        await box.run("kill -9 -1")  # every process of the agent, its sandbox's keeper too
+        result = await box.run("cat file.txt")
+        assert result.output == "kept\n" and result.ok
+        assert not pids_named(name)
+
+
 async def test_a_cancelled_command_is_killed() -> None:
+    name = marker()
     async with sandbox() as box:
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(box.run("sleep 100; echo never"), 0.5)
-        assert await gone(box.uid)
+            await asyncio.wait_for(box.run(f"exec -a {name} sleep 100"), 0.5)
+        assert await ends(lambda: not pids_named(name))
         assert (await box.run("echo still usable")).output == "still usable\n"
 
 
@@ -199,33 +252,45 @@ async def test_the_shell_tool() -> None:
         assert tool.invoke({"command": "echo sync"}) == "sync\n[exit code 0]"
 
 
-async def test_without_a_uid_of_its_own_commands_still_get_a_clean_environment(
+async def test_the_uid_fallback_is_warned_and_still_cleans_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRETS["OPENAI_API_KEY"])
-    async with sandbox(isolate_user=False) as box:
-        assert box.uid is None
+    name = marker()
+    with pytest.warns(UserWarning, match="sandbox='uid' is the weak fallback"):
+        host = SandboxHost(SandboxSettings(sandbox="uid", isolate_user=False))
+    box = host.create("test")
+    try:
+        assert box.uid is None and box.isolation == "uid"
         result = await box.run("id -u; env")
         assert result.output.splitlines()[0] == str(os.geteuid())
         assert SECRETS["OPENAI_API_KEY"] not in result.output
-        marker = f"turnbon-bg-{os.getpid()}-{time.monotonic_ns()}"
-        await box.run(f"exec -a {marker} sleep 1000 &")
-        assert _pids_named(marker)
-    assert await _ends(lambda: not _pids_named(marker))
+        await box.run(f"exec -a {name} sleep 1000 &")
+        assert pids_named(name)
+    finally:
+        await box.close()
+    assert await ends(lambda: not pids_named(name))
 
 
-def _pids_named(name: str) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                cmdline = Path(entry.path, "cmdline").read_bytes()
-                state = Path(entry.path, "stat").read_text().split(") ")[-1][:1]
-            except OSError:
-                continue
-            if cmdline.split(b"\0")[0] == name.encode() and state != "Z":
-                found.append(int(entry.name))
-    return found
+@needs_root
+async def test_uid_leases_are_machine_wide_whatever_the_work_root(tmp_path: Path) -> None:
+    with pytest.warns(UserWarning):
+        hosts = [
+            SandboxHost(SandboxSettings(sandbox="uid", work_root=tmp_path / name))
+            for name in ("a", "b")
+        ]
+    first, second = hosts[0].create("a"), hosts[1].create("b")
+    try:
+        assert first.uid is not None and second.uid is not None
+        assert first.uid != second.uid
+        name = marker()
+        await first.run(f"exec -a {name} sleep 1000 &")
+        result = await second.run(f"cat {first.workdir}/x; pkill -9 -f {name}; echo done")
+        assert "Permission denied" in result.output
+        assert pids_named(name), "the second run killed the first one's process"
+    finally:
+        await first.close()
+        await second.close()
 
 
 CRASHING_RUN = """
@@ -234,8 +299,8 @@ from turnbon_terminal.sandbox import SandboxHost, SandboxSettings
 
 async def main() -> None:
     box = SandboxHost(SandboxSettings()).create("crashed")
-    await box.run("sleep 1000 > /dev/null 2>&1 &")
-    print(box.uid, box.root, flush=True)
+    await box.run("exec -a turnbon-crashed-%s sleep 1000 > /dev/null 2>&1 &" % os.getpid())
+    print(box.uid, box.root, os.getpid(), flush=True)
     os._exit(0)  # a crash: nothing is closed
 
 asyncio.run(main())
@@ -243,7 +308,7 @@ asyncio.run(main())
 
 
 @needs_root
-async def test_what_a_crashed_run_left_is_cleared_when_its_uid_is_leased_again() -> None:
+async def test_a_crashed_run_leaves_no_process_and_its_files_go_at_the_next_lease() -> None:
     crashed = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -252,12 +317,12 @@ async def test_what_a_crashed_run_left_is_cleared_when_its_uid_is_leased_again()
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "integrations")},
     )
     out, _ = await crashed.communicate()
-    uid_text, root_text = out.decode().split()
+    uid_text, root_text, pid = out.decode().split()
     uid, root = int(uid_text), Path(root_text)
-    assert processes_of(uid)
+    # --die-with-parent: the sandbox died with the runner.
+    assert await ends(lambda: not pids_named(f"turnbon-crashed-{pid}"))
     assert await asyncio.to_thread(root.is_dir)
     async with sandbox() as box:
         if box.uid != uid:  # the lowest free uid, unless a concurrent run took it first
             pytest.skip("another run leased the crashed uid first (and cleaned it up)")
-        assert not processes_of(uid)
         assert not await asyncio.to_thread(root.exists)
