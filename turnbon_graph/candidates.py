@@ -35,6 +35,8 @@ class Candidate:
     ignore_args: tuple[str, ...] = ()
     cancelled: bool = False
     """Early commit stopped waiting for it; its call was cancelled."""
+    deployment: str | None = None
+    """The `litellm.Router` deployment that served it (its `model_info` id), if routed."""
 
     @property
     def ok(self) -> bool:
@@ -65,6 +67,7 @@ class Candidate:
             error=self.error,
             usage=self.usage,
             latency_s=round(self.latency_s, 6),
+            deployment=self.deployment,
         )
 
 
@@ -167,6 +170,7 @@ def candidate_to_state(candidate: Candidate) -> dict[str, Any]:
         "votes": candidate.votes,
         "ignore_args": list(candidate.ignore_args),
         "cancelled": candidate.cancelled,
+        "deployment": candidate.deployment,
     }
 
 
@@ -181,4 +185,5 @@ def candidate_from_state(data: dict[str, Any]) -> Candidate:
         votes=data.get("votes", 1),
         ignore_args=tuple(data.get("ignore_args", ())),
         cancelled=data.get("cancelled", False),
+        deployment=data.get("deployment"),
     )

@@ -42,6 +42,8 @@ class CallResult:
     usage: Usage
     latency_s: float
     attempts: int
+    deployment: str | None = None
+    """The Router deployment that served a routed call (its `model_info` id)."""
 
 
 class CompletionClient(Protocol):
@@ -57,6 +59,12 @@ class LiteLLMClient:
     Retries 408/409/429/5xx, timeouts and connection errors with exponential backoff
     and jitter, waiting at least as long as a Retry-After header asks (up to
     `max_backoff`). Other errors (bad request, authentication) fail at once.
+
+    With a `router` (a `litellm.Router`), a call whose model names one of its model groups
+    goes through `router.acompletion` instead, and the Router retries it: its load
+    balancing, retries, fallbacks and cooldowns pick and re-pick deployments, so this
+    client makes that call once (its limits still hold) and records which deployment
+    served it. Calls to other model ids are ours to retry, as above.
     """
 
     def __init__(
@@ -69,6 +77,7 @@ class LiteLLMClient:
         backoff_base: float = 0.5,
         max_backoff: float = 30.0,
         seed: int | None = None,
+        router: Any = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ConfigurationError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
@@ -84,6 +93,9 @@ class LiteLLMClient:
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
+        self.router = router
+        # The Router's model groups, read once: a model id in them is routed.
+        self._groups = frozenset(router.get_model_names()) if router is not None else frozenset()
         self._throttler = _throttler(rate_limit)
         self._jitter = random.Random(seed)
         # asyncio.Semaphore binds to the loop it first waits on; sync entry points
@@ -110,35 +122,39 @@ class LiteLLMClient:
         kwargs.setdefault("timeout", self.timeout)
         if kwargs["timeout"] is None:
             del kwargs["timeout"]
-        # Retries are ours (with Retry-After and accounting); stop LiteLLM's and the SDK's.
-        kwargs["num_retries"] = 0
-        kwargs["max_retries"] = 0
+        routed = kwargs.get("model") in self._groups
+        if routed:
+            call, retries = self.router.acompletion, 0  # the Router retries and falls back
+        else:
+            # Retries are ours (with Retry-After and accounting); stop LiteLLM's and the SDK's.
+            kwargs["num_retries"] = 0
+            kwargs["max_retries"] = 0
+            call, retries = litellm.acompletion, self.max_retries
         started = time.monotonic()
         attempt = 0
         while True:
             attempt += 1
             try:
-                response = await self._call_once(litellm, kwargs)
+                async with self.slot():
+                    response = await call(**kwargs)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if attempt > self.max_retries or not is_retryable(exc):
+                if attempt > retries or not is_retryable(exc):
                     redacted = redact_error(exc, secret_values(kwargs))
                     if redacted is exc:
                         raise
                     raise redacted from None  # the original's text holds the secret
                 await asyncio.sleep(self._backoff(attempt, exc))
                 continue
+            hidden = getattr(response, "_hidden_params", None) or {}
             return CallResult(
                 response=response,
                 usage=usage_of(response),
                 latency_s=time.monotonic() - started,
                 attempts=attempt,
+                deployment=hidden.get("model_id") if routed else None,
             )
-
-    async def _call_once(self, litellm: Any, kwargs: dict[str, Any]) -> Any:
-        async with self.slot():
-            return await litellm.acompletion(**kwargs)
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:

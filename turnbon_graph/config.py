@@ -41,6 +41,7 @@ from turnbon_graph.selectors.prompting import bind_selector
 __all__ = [
     "CONNECTION_KEYS",
     "TurnConfig",
+    "call_client",
     "configuration_error",
     "hide_secrets",
     "option_values",
@@ -159,6 +160,14 @@ class TurnConfig(BaseModel):
     dedupe: bool = Field(
         default=False, description="show the selector each distinct action once, with its count"
     )
+    router: Annotated[Any, SkipValidation()] = Field(
+        default=None,
+        description=(
+            "a `litellm.Router`: model ids naming one of its model groups (generator and "
+            "selector alike) go through `router.acompletion`, whose load balancing, "
+            "retries, fallbacks and cooldowns then apply instead of ours"
+        ),
+    )
     ignore_args: tuple[str, ...] = Field(
         default=(), description="argument names left out when comparing actions (e.g. `timeout`)"
     )
@@ -177,7 +186,7 @@ class TurnConfig(BaseModel):
             raise ValueError("ignore_args must be a list of argument names, not a string")
         return value
 
-    @field_serializer("selector", "trace")
+    @field_serializer("selector", "trace", "router")
     def _label(self, value: Any) -> str | None:
         """A dump names a selector instance or trace sink; it cannot hold the object."""
         if value is None or isinstance(value, str):
@@ -199,6 +208,11 @@ class TurnConfig(BaseModel):
                 "selector_kwargs applies only when selector is a model id; configure a "
                 "Selector instance or a chat model through its own constructor"
             )
+        router = self.router
+        if router is not None and not all(
+            callable(getattr(router, name, None)) for name in ("acompletion", "get_model_names")
+        ):
+            raise ValueError(f"router must be a litellm.Router, got {router!r}")
         trace = self.trace
         if trace is not None and not isinstance(trace, str | Path | TraceSink):
             raise ValueError(
@@ -227,6 +241,19 @@ def option_values(config: TurnConfig) -> dict[str, Any]:
     """The options of `config` (or of anything carrying its fields, as `ChatTurnBoN`
     does) by name, secrets still hidden."""
     return {name: getattr(config, name) for name in TurnConfig.model_fields}
+
+
+def call_client(config: TurnConfig) -> LiteLLMClient:
+    """The one client of a turn's calls (generator and selector): its limits bound them
+    all, and its `router` routes those that name a model group."""
+    return LiteLLMClient(
+        max_concurrency=config.max_concurrency,
+        rate_limit=config.rate_limit,
+        timeout=config.timeout,
+        max_retries=config.max_retries,
+        seed=config.seed,
+        router=config.router,
+    )
 
 
 def resolve_selector(

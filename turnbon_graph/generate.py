@@ -325,6 +325,7 @@ class CandidateGenerator:
                 message=message,
                 usage=result.usage,
                 latency_s=result.latency_s,
+                deployment=result.deployment,
             )
         ]
 
@@ -350,6 +351,7 @@ class CandidateGenerator:
                 ),
                 usage=result.usage if not k else Usage(),
                 latency_s=result.latency_s,
+                deployment=result.deployment,
             )
             for k, (index, choice) in enumerate(zip(indices, choices, strict=False))
         ]

@@ -29,7 +29,13 @@ from langgraph.errors import GraphBubbleUp
 from turnbon_graph.candidates import Candidate
 from turnbon_graph.chat_client import chat_model_label, usage_of_message
 from turnbon_graph.client import LiteLLMClient, describe_error, redact, secret_values
-from turnbon_graph.config import TurnConfig, resolve_selector, reveal_secrets, turn_config
+from turnbon_graph.config import (
+    TurnConfig,
+    call_client,
+    resolve_selector,
+    reveal_secrets,
+    turn_config,
+)
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import RECORD_KEY
 from turnbon_graph.selectors.base import Selector
@@ -97,13 +103,7 @@ class TurnBoNMiddleware(AgentMiddleware):
                 "create_turnbon_agent, whose select node pauses"
             )
         self._settings = reveal_secrets(self.config.completion_kwargs or {})
-        self._client = LiteLLMClient(
-            max_concurrency=self.config.max_concurrency,
-            rate_limit=self.config.rate_limit,
-            timeout=self.config.timeout,
-            max_retries=self.config.max_retries,
-            seed=self.config.seed,
-        )
+        self._client = call_client(self.config)
         # A selector that is not the agent's own model is built once: its calls share one
         # client (and so its limits) across every turn of every thread.
         self._selector: Selector | None = None

@@ -24,6 +24,8 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens served from the provider's prompt cache (part of `prompt_tokens`)."""
     cost_usd: float | None = None
 
     @property
@@ -40,6 +42,7 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
             cost_usd=cost,
         )
 
@@ -65,6 +68,8 @@ class CandidateRecord(BaseModel):
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
+    deployment: str | None = None
+    """The `litellm.Router` deployment that served it (its `model_info` id), if routed."""
 
 
 class SamplingRecord(BaseModel):

@@ -25,8 +25,13 @@ from turnbon_graph.candidates import (
     fallback_choice,
     group_by_action,
 )
-from turnbon_graph.client import LiteLLMClient
-from turnbon_graph.config import TurnConfig, resolve_selector, reveal_secrets, turn_config
+from turnbon_graph.config import (
+    TurnConfig,
+    call_client,
+    resolve_selector,
+    reveal_secrets,
+    turn_config,
+)
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
 from turnbon_graph.generate import CandidateGenerator, CandidateSource, ModelPool
 from turnbon_graph.records import (
@@ -78,13 +83,7 @@ class TurnEngine:
     def from_config(cls, model: ModelPool, config: TurnConfig) -> TurnEngine:
         """The engine of `config` for `model` (a model id or a mixed pool). One client
         serves the generator and the selector, so the limits bound every call."""
-        client = LiteLLMClient(
-            max_concurrency=config.max_concurrency,
-            rate_limit=config.rate_limit,
-            timeout=config.timeout,
-            max_retries=config.max_retries,
-            seed=config.seed,
-        )
+        client = call_client(config)
         generator = CandidateGenerator(
             model,
             client,
@@ -92,9 +91,10 @@ class TurnEngine:
             native_n=config.native_n,
             tool_calling=config.tool_calling,
         )
-        selector = resolve_selector(
-            config, generator.models[0], generator.completion_kwargs, client
-        )
+        # A default selector is the pool's first model: it shares that model's endpoint,
+        # which may be set on its ModelSpec alone.
+        endpoint = {**generator.completion_kwargs, **generator.specs[0].completion_kwargs}
+        selector = resolve_selector(config, generator.models[0], endpoint, client)
         return cls(generator=generator, selector=selector, config=config)
 
     @classmethod

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import litellm
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
@@ -56,6 +57,14 @@ SAMPLE: dict[str, Any] = {
     "budget": Budget(turn_tokens=10_000),
     "dedupe": True,
     "ignore_args": ("timeout",),
+    "router": litellm.Router(
+        model_list=[
+            {
+                "model_name": "gen-group",
+                "litellm_params": {"model": "openai/x", "api_base": "http://127.0.0.1:9/v1"},
+            }
+        ]
+    ),
 }
 
 
