@@ -47,19 +47,19 @@ _START_TIMEOUT = 30.0
 _READY = b"ready\n"
 
 
-def find_tools() -> tuple[str, str, str]:
-    """(bwrap, nsenter, env) on the system path; SandboxError saying what to install."""
-    found = {name: shutil.which(name, path=SAFE_PATH) for name in ("bwrap", "nsenter", "env")}
+def find_tools(path: str = SAFE_PATH) -> tuple[str, str, str]:
+    """(bwrap, nsenter, env) on `path`; SandboxError saying what to install."""
+    found = {name: shutil.which(name, path=path) for name in ("bwrap", "nsenter", "env")}
     if found["bwrap"] is None:
         raise SandboxError(
-            f"bwrap (bubblewrap) was not found on {SAFE_PATH}, and the terminal sandbox "
+            f"bwrap (bubblewrap) was not found on {path}, and the terminal sandbox "
             f"needs it: {INSTALL_HINT}. To run without it, with far weaker isolation, "
             "pass sandbox='uid' to TerminalEnvironment"
         )
     missing = [name for name, path in found.items() if path is None]
     if missing:
         raise SandboxError(
-            f"{' and '.join(missing)} not found on {SAFE_PATH}: install util-linux and "
+            f"{' and '.join(missing)} not found on {path}: install util-linux and "
             "coreutils (`apt-get install -y util-linux coreutils`)"
         )
     return found["bwrap"] or "", found["nsenter"] or "", found["env"] or ""

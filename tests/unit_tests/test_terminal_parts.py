@@ -1,4 +1,5 @@
-"""The terminal sandbox's small parts: secret filtering, output capping, result text."""
+"""The terminal sandbox's small parts: secret filtering, output capping, result text,
+the bwrap options and the refusal without bwrap."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+import turnbon_terminal
 from turnbon_graph.errors import ConfigurationError
-from turnbon_terminal import CommandResult, SandboxSettings, SecretEnvironmentError
+from turnbon_terminal import CommandResult, SandboxError, SandboxSettings, SecretEnvironmentError
+from turnbon_terminal.bwrap import Layout, find_tools
 from turnbon_terminal.envvars import checked, looks_secret, sandbox_env
 from turnbon_terminal.output import CappedOutput
 
@@ -93,3 +96,29 @@ def test_rendered_results() -> None:
     flood = CommandResult(output="y\n", exit_code=-9, timeout=60, flooded=True, hard_limit=1 << 20)
     assert "[more than 1 MiB of output: the command was killed]" in flood.render()
     assert not hung.ok and not flood.ok and plain.ok
+
+
+def test_without_bwrap_the_sandbox_refuses_to_start_and_says_how_to_install_it(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(SandboxError, match=r"apt-get install -y bubblewrap") as caught:
+        find_tools(str(tmp_path))
+    assert "sandbox='uid'" in str(caught.value)
+
+
+def test_the_bwrap_layout() -> None:
+    work, tests = Path("/tmp/x/work"), Path("/tmp/x/verify/tests")
+    package = Path(turnbon_terminal.__file__).parent
+    options = Layout(
+        writable=[work], readonly=[tests], hidden=[Path("/usr/lib"), package], env={"A": "b"}
+    ).options()
+    text = " ".join(options)
+    assert "--unshare-user" in options and "--unshare-pid" in options
+    assert "--unshare-net" in options and "--die-with-parent" in options
+    assert "--ro-bind /usr /usr" in text and "--proc /proc" in text
+    assert f"--bind {work} {work}" in text and f"--ro-bind {tests} {tests}" in text
+    assert "--tmpfs /usr/lib --remount-ro /usr/lib" in text  # below /usr: masked
+    assert str(package) not in text  # not below a system directory: never in the sandbox
+    assert options[options.index("--clearenv") + 1 :] == ["--setenv", "A", "b"]
+    shared = Layout(writable=[work], network=True).options()
+    assert "--unshare-net" not in shared
