@@ -2,8 +2,9 @@
 
 `TerminalEnvironment` implements `turnbon_graph.bench.environment.Environment`: each episode
 gets a fresh working directory in a bubblewrap sandbox of its own (and a uid of its own
-when run as root), a `shell` tool and a pytest verifier run in a fresh sandbox. `load_tasks` reads task folders; the shipped suite is the default.
-`stub_policy` scripts the loopback stub server to play an oracle-ish model.
+when run as root), a `shell` tool and a pytest verifier run in a fresh sandbox.
+`load_tasks` reads task folders; the shipped suite is the default. `stub_policy` scripts
+the loopback stub server to play an oracle-ish model.
 """
 
 from __future__ import annotations
