@@ -7,45 +7,40 @@ It drops into anything that takes a `BaseChatModel`: LangGraph's prebuilt
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import (
-    AsyncCallbackManager,
     AsyncCallbackManagerForLLMRun,
-    CallbackManager,
     CallbackManagerForLLMRun,
 )
-from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
+from langchain_core.language_models import LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, PrivateAttr, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, ValidationError, model_validator
 
+from turnbon_graph.chat_events import EVENT_NAME, async_events, sync_events
+from turnbon_graph.chat_streaming import STREAM_CALL, ReplayStreaming
+from turnbon_graph.chat_structured import StructuredMethod, structured_output
+from turnbon_graph.chat_usage import areport_selector, chat_result, report_selector, selector_model
 from turnbon_graph.config import TurnConfig, configuration_error, option_values, turn_config
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import ModelSpec
 from turnbon_graph.sync import run_sync
-from turnbon_graph.turn import EventSink, TurnEngine, turn_record
+from turnbon_graph.turn import EventSink, TurnEngine
 
-__all__ = ["ChatTurnBoN"]
-
-EVENT_NAME = "turnbon"
-"""Name of the custom callback events a call dispatches (data: the progress event)."""
-
+__all__ = ["EVENT_NAME", "ChatTurnBoN"]
 
 # tool_choice values the OpenAI format (and LiteLLM) takes as they are.
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
 # Per-call keyword arguments that are LangChain switches, not completion settings.
-_LANGCHAIN_ONLY_KWARGS = ("stream",)
+_LANGCHAIN_ONLY_KWARGS = ("stream", STREAM_CALL)
 
 
-class ChatTurnBoN(BaseChatModel, TurnConfig):
+class ChatTurnBoN(ReplayStreaming, TurnConfig):
     """A chat model that answers each call with a turn-level best-of-N choice.
 
     Each call proposes `n` candidate next messages through LiteLLM, lets the selector
@@ -63,28 +58,42 @@ class ChatTurnBoN(BaseChatModel, TurnConfig):
     LangChain's standard parameters `temperature`, `max_tokens`, `stop` and `api_key`
     are shorthand for the same `completion_kwargs` entries (generator calls only, except
     that a default selector shares the generator's `api_key`); setting one both ways with
-    different values is an error. `streaming` is accepted for compatibility: a turn is
-    only decided once every candidate is in, so the answer always arrives whole.
+    different values is an error.
 
     Per-call keyword arguments (bound with `bind`/`bind_tools` or passed to `invoke`):
-    `tools` are offered to every candidate; `tool_choice`, `stop`, `parallel_tool_calls`
-    and any other completion settings go to the generator calls of that call only. A
-    per-call `model` is refused: the models are fixed at construction.
+    `tools` are offered to every candidate; `tool_choice`, `stop`, `parallel_tool_calls`,
+    `response_format` and any other completion settings go to the generator calls of
+    that call only. A per-call `model` is refused: the models are fixed at construction.
+    `with_structured_output` takes `method="function_calling"`, `"json_schema"` or
+    `"json_mode"` (`chat_structured`).
 
-    Usage: the returned message's `usage_metadata` counts the whole turn, every
-    generator call plus the selector's, because that is what the call cost and what
-    LangChain callbacks and usage trackers add up. The chosen candidate's own usage
-    stays in the turn record (`candidates[selected_index].usage`), with the
-    generator/selector split in `usage`.
+    Streaming: a turn is decided only once its candidates are in, so `stream`/`astream`
+    run the whole turn, then replay the chosen message as `AIMessageChunk`s (its text,
+    then its `tool_call_chunks`; usage and the turn record on the last chunk), which add
+    up to what `invoke` returns. The candidates' and the selector's calls never stream.
+    `invoke` answers whole, even under a streaming callback handler; `streaming` is
+    accepted for compatibility.
+
+    Usage: the returned message's `usage_metadata` counts the generator calls (all N
+    candidates, cached prompt tokens in `input_token_details.cache_read`) under the
+    generator's `model_name`; the selector's calls are reported as a child LLM run named
+    `"turnbon_selector"` whose message names the selector's model, so
+    `get_usage_metadata_callback()` books each under its own model and their sum is what
+    the turn cost (`chat_usage`). The turn record keeps the generator/selector split in
+    `usage` and the chosen candidate's own usage in `candidates[selected_index].usage`.
 
     Progress events (candidate_arrived, candidate_failed, selection_made) are dispatched
     as custom callback events named `"turnbon"` on the model's run, so they show up in
-    `astream_events` as `on_custom_event`.
+    `astream_events` as `on_custom_event`, and, when the model runs inside a LangGraph
+    graph, written to the graph's custom stream (`stream_mode="custom"`) with
+    `"source": "turnbon"` (`chat_events`).
 
     The engine is built once, at construction (configuration errors raise
-    `ConfigurationError` there), and rebuilt only if the options are changed afterwards.
-    Selectors and trace sinks are arbitrary objects, so the model is not
-    LangChain-serializable (`dumps` gives its redacted repr).
+    `ConfigurationError` there), rebuilt only if the options are changed afterwards, and
+    left out of pickles (rebuilt on the first call after unpickling). Selectors and trace
+    sinks are arbitrary objects, so the model is not LangChain-serializable (`dumps` gives
+    its redacted repr), and one that holds a selector or trace sink instance pickles only
+    if that object does.
     """
 
     model: str | list[str | ModelSpec]
@@ -229,6 +238,40 @@ class ChatTurnBoN(BaseChatModel, TurnConfig):
             kwargs["tool_choice"] = _tool_choice(tool_choice, formatted)
         return self.bind(tools=formatted, **kwargs)
 
+    # ------------------------------------------------------------------ structured output
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type | None = None,
+        *,
+        method: StructuredMethod = "function_calling",
+        include_raw: bool = False,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
+        """Answers with `schema`'s instances (a dict for a dict or TypedDict schema).
+
+        `method`: "function_calling" (the schema as the one forced tool), "json_schema"
+        (`response_format` with the schema on every generator call) or "json_mode"
+        (`response_format={"type": "json_object"}`; the schema only validates). A chosen
+        reply without a structured answer raises `OutputParserException` (or, with
+        `include_raw=True`, is reported in `parsing_error`); an unknown method raises
+        `ConfigurationError`.
+        """
+        return structured_output(
+            self, schema, method=method, include_raw=include_raw, strict=strict, **kwargs
+        )
+
+    # ------------------------------------------------------------------ pickling
+
+    def __getstate__(self) -> dict[Any, Any]:
+        """The options only: the engine (its client's semaphores and throttler) is
+        rebuilt on the first call after unpickling."""
+        state = super().__getstate__()
+        private = dict(state.get("__pydantic_private__") or {})
+        private.update(_engine=None, _engine_config=None)
+        return {**state, "__pydantic_private__": private}
+
     # ------------------------------------------------------------------ calls
 
     def _generate(
@@ -238,20 +281,9 @@ class ChatTurnBoN(BaseChatModel, TurnConfig):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        on_event: EventSink | None = None
-        if run_manager is not None and run_manager.handlers:
-            manager = CallbackManager(
-                handlers=run_manager.handlers,
-                parent_run_id=run_manager.parent_run_id,
-                tags=run_manager.tags,
-                metadata=run_manager.metadata,
-            )
-            run_id = run_manager.run_id
-
-            def on_event(event: dict[str, Any]) -> None:
-                manager.on_custom_event(EVENT_NAME, event, run_id=run_id)
-
-        return run_sync(self._turn(messages, stop, kwargs, on_event))
+        result = run_sync(self._turn(messages, stop, kwargs, sync_events(run_manager)))
+        report_selector(run_manager, result, selector_model(self._get_engine().selector))
+        return result
 
     async def _agenerate(
         self,
@@ -260,8 +292,10 @@ class ChatTurnBoN(BaseChatModel, TurnConfig):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        async with _async_events(run_manager) as on_event:
-            return await self._turn(messages, stop, kwargs, on_event)
+        async with async_events(run_manager) as on_event:
+            result = await self._turn(messages, stop, kwargs, on_event)
+        await areport_selector(run_manager, result, selector_model(self._get_engine().selector))
+        return result
 
     async def _turn(
         self,
@@ -283,22 +317,7 @@ class ChatTurnBoN(BaseChatModel, TurnConfig):
         message = await self._get_engine().run(
             messages, tools=openai_tools, on_event=on_event, extra=extra or None
         )
-        return _chat_result(message)
-
-
-def _chat_result(message: AIMessage) -> ChatResult:
-    """The chosen message, its usage_metadata summed over the whole turn."""
-    record = turn_record(message)
-    if record is not None:
-        total = record.usage.generator + record.usage.selector
-        usage: UsageMetadata = {
-            "input_tokens": total.prompt_tokens,
-            "output_tokens": total.completion_tokens,
-            "total_tokens": total.total_tokens,
-            "output_token_details": {"reasoning": total.reasoning_tokens},
-        }
-        message = message.model_copy(update={"usage_metadata": usage})
-    return ChatResult(generations=[ChatGeneration(message=message)])
+        return chat_result(message)
 
 
 def _tool_choice(
@@ -322,35 +341,3 @@ def _tool_choice(
         f"tool_choice must be a tool name, 'auto', 'none', 'required', 'any', a bool or a "
         f"dict; got {choice!r}"
     )
-
-
-@asynccontextmanager
-async def _async_events(
-    run_manager: AsyncCallbackManagerForLLMRun | None,
-) -> AsyncIterator[EventSink | None]:
-    """An event sink that dispatches custom callback events on the model's run, in order.
-
-    The engine reports progress synchronously; a single pump task awaits the handlers.
-    """
-    if run_manager is None or not run_manager.handlers:
-        yield None
-        return
-    manager = AsyncCallbackManager(
-        handlers=run_manager.handlers,
-        parent_run_id=run_manager.parent_run_id,
-        tags=run_manager.tags,
-        metadata=run_manager.metadata,
-    )
-    run_id = run_manager.run_id
-    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-
-    async def pump() -> None:
-        while (event := await queue.get()) is not None:
-            await manager.on_custom_event(EVENT_NAME, event, run_id=run_id)
-
-    task = asyncio.create_task(pump())
-    try:
-        yield queue.put_nowait
-    finally:
-        queue.put_nowait(None)
-        await task

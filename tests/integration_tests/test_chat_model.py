@@ -9,6 +9,7 @@ import warnings
 from typing import Any, cast
 
 import pytest
+from langchain_core.callbacks import get_usage_metadata_callback
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.prebuilt import create_react_agent
@@ -222,15 +223,21 @@ async def test_react_agent_executes_only_the_chosen_tool_calls(stub: StubServer)
 
 async def test_usage_metadata_counts_generator_and_selector(stub: StubServer) -> None:
     script_distinct_answers(stub, pick=1, prompt_tokens=100, completion_tokens=9)
-    message = await make_model(stub).ainvoke("Which letter?")
+    with get_usage_metadata_callback() as booked:
+        message = await make_model(stub).ainvoke("Which letter?")
     assert isinstance(message, AIMessage)
     # What the stub reported: generator calls k=0..2 used (10+k, 2+k), the selector (100, 9).
     prompt = sum(10 + k for k in range(N)) + 100
     completion = sum(2 + k for k in range(N)) + 9
+    # The message carries the generator calls; the selector's call is a run of its own.
     assert message.usage_metadata is not None
-    assert message.usage_metadata["input_tokens"] == prompt
-    assert message.usage_metadata["output_tokens"] == completion
-    assert message.usage_metadata["total_tokens"] == prompt + completion
+    assert message.usage_metadata["input_tokens"] == prompt - 100
+    assert message.usage_metadata["output_tokens"] == completion - 9
+    # Together, what LangChain's usage tracking adds up is the whole turn.
+    totals = list(booked.usage_metadata.values())
+    assert sum(u["input_tokens"] for u in totals) == prompt
+    assert sum(u["output_tokens"] for u in totals) == completion
+    assert sum(u["total_tokens"] for u in totals) == prompt + completion
     record = record_of(message)
     assert record.usage.generator.prompt_tokens == prompt - 100
     assert record.usage.selector.prompt_tokens == 100
