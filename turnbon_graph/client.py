@@ -134,6 +134,7 @@ class LiteLLMClient:
         attempt = 0
         while True:
             attempt += 1
+            failure: Exception | None = None
             try:
                 async with self.slot():
                     response = await call(**kwargs)
@@ -141,12 +142,16 @@ class LiteLLMClient:
                 raise
             except Exception as exc:
                 if attempt > retries or not is_retryable(exc):
-                    redacted = redact_error(exc, secret_values(kwargs))
-                    if redacted is exc:
+                    failure = redact_error(exc, secret_values(kwargs))
+                    if failure is exc:
                         raise
-                    raise redacted from None  # the original's text holds the secret
-                await asyncio.sleep(self._backoff(attempt, exc))
-                continue
+                else:
+                    await asyncio.sleep(self._backoff(attempt, exc))
+                    continue
+            if failure is not None:
+                # Raised here, outside the `except`, so that the original (whose text or
+                # chain holds a secret) is neither its __cause__ nor its __context__.
+                raise failure
             hidden = getattr(response, "_hidden_params", None) or {}
             return CallResult(
                 response=response,
@@ -306,14 +311,32 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def redact_value(value: Any, secrets: Iterable[str]) -> Any:
+    """`value` with every secret replaced in each string it holds (dicts and lists walked)."""
+    secrets = list(secrets)
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {k: redact_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact_value(v, secrets) for v in value)
+    return value
+
+
 def redact_error(exc: Exception, secrets: list[str]) -> Exception:
-    """The same error, its message cleaned of secrets (the original stays as __cause__)."""
-    message = str(exc)
-    cleaned = redact(message, secrets)
-    if cleaned == message:
+    """The same error if no secret is in its text or its chain (`__cause__`,
+    `__context__`); else a `CallFailedError` with the cleaned text, to be raised with no
+    chain at all."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    if not any(secret in str(e) or secret in repr(e) for e in chain for secret in secrets):
         return exc
     return CallFailedError(
-        f"{type(exc).__name__}: {cleaned}", status_code=getattr(exc, "status_code", None)
+        f"{type(exc).__name__}: {redact(str(exc), secrets)}",
+        status_code=getattr(exc, "status_code", None),
     )
 
 

@@ -31,6 +31,7 @@ from turnbon_graph.client import (
     describe_error,
     load_litellm,
     redact,
+    redact_value,
     secret_values,
 )
 from turnbon_graph.errors import ConfigurationError
@@ -112,6 +113,16 @@ def message_from_choice(choice: Any, response: Any, usage: Usage | None) -> AIMe
         response_metadata=metadata,
         usage_metadata=usage_metadata,
         id=getattr(response, "id", None),
+    )
+
+
+def without_secrets(message: AIMessage, secrets: list[str]) -> AIMessage:
+    """`message` with every secret replaced in its text, tool-call arguments and extra
+    fields: a provider that echoes a key or a header must not have it recorded, traced, or
+    run in an agent's shell."""
+    fields = ("content", "tool_calls", "invalid_tool_calls", "additional_kwargs")
+    return message.model_copy(
+        update={name: redact_value(getattr(message, name), secrets) for name in fields}
     )
 
 
@@ -318,6 +329,7 @@ class CandidateGenerator:
                 )
             ]
         message = request.parse(message_from_choice(choice, result.response, result.usage))
+        message = without_secrets(message, secret_values(request.kwargs))
         return [
             Candidate(
                 index=index,
@@ -341,13 +353,19 @@ class CandidateGenerator:
             singles = await asyncio.gather(*(self._single(request, i) for i in indices))
             return [c for batch in singles for c in batch]
         choices = list(result.response.choices)[: len(indices)]
+        secrets = secret_values(request.kwargs)
         # One call produced them all: its usage is counted once, on the first.
         candidates = [
             Candidate(
                 index=index,
                 model=model,
-                message=request.parse(
-                    message_from_choice(choice, result.response, result.usage if not k else None)
+                message=without_secrets(
+                    request.parse(
+                        message_from_choice(
+                            choice, result.response, result.usage if not k else None
+                        )
+                    ),
+                    secrets,
                 ),
                 usage=result.usage if not k else Usage(),
                 latency_s=result.latency_s,

@@ -199,6 +199,8 @@ class ModelCaller:
                 break
             usage = usage + result.usage
             value, answer, problem = parse(result.response)
+            if answer:  # a reply may echo a key it was sent: never record it
+                answer = redact(answer, secret_values(kwargs))
             if problem is None:
                 return Asked(value, answer, usage, attempts=attempts)
             error = f"invalid answer: {problem}"

@@ -196,9 +196,13 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 def answer_text(response: Any, who: str = "selector") -> tuple[str, str, str | None]:
-    """(raw text, text to parse, problem): a refusal or an empty answer is a problem."""
-    message = response.choices[0].message
-    raw = message.content or ""
+    """(raw text, text to parse, problem): a refusal, an empty answer, or a reply without
+    a message (`choices: []`, a null message) is a problem, never an exception."""
+    choices = getattr(response, "choices", None) or []
+    message = getattr(choices[0], "message", None) if choices else None
+    if message is None:
+        return "", "", "the reply held no message (no choices)"
+    raw = message.content if isinstance(message.content, str) else ""
     refusal = getattr(message, "refusal", None)
     if refusal:
         return raw or refusal, "", f"the {who} refused ({refusal})"
