@@ -157,3 +157,62 @@ def test_the_tasks_time_limit_ends_the_episode(
     assert _run_counter(stub) == 1
     out = capsys.readouterr().out
     assert "Ended: time limit (no result within 0.3 s)" in out and "Verdict:" not in out
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user's folder with notes.txt, for `_run_lister`."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("original words\n")
+    return folder
+
+
+def _run_lister(stub: StubServer, project: Path, capsys: Any, *flags: str) -> tuple[int, str]:
+    """`turnbon run --instruction` over a copy of `project`: (exit code, last line)."""
+    stub.script(_lister)
+    model = ["--model", "openai/m", "--api-base", stub.base_url, "-n", "1", "--selector", "first"]
+    argv = ["run", "--instruction", "Show the notes.", "--workdir", str(project), *model]
+    code = main([*argv, *flags])
+    return code, capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_keep_workdir_keeps_the_agents_copy_and_says_where(
+    stub: StubServer, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, last = _run_lister(stub, project, capsys, "--keep-workdir")
+    assert code == 0
+    found = re.fullmatch(r"Working copy kept: (\S+) \(the episode ran in (\S+)\)", last)
+    assert found is not None, last
+    kept, ran_in = Path(found.group(1)), Path(found.group(2))
+    assert (kept / "notes.txt").read_text() == "changed\n"  # what the agent left
+    assert (project / "notes.txt").read_text() == "original words\n"
+    assert not ran_in.exists()
+
+
+def test_without_keep_workdir_the_last_line_says_where_it_ran_and_that_it_is_gone(
+    stub: StubServer, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, last = _run_lister(stub, project, capsys)
+    assert code == 0
+    found = re.fullmatch(r"The episode ran in (\S+), removed when it ended \(.*\)", last)
+    assert found is not None, last
+    assert not Path(found.group(1)).exists()
+    assert "--keep-workdir" in last
+
+
+def test_keep_workdir_can_come_from_the_config_file(
+    stub: StubServer, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text("keep_workdir = true\n")
+    _, last = _run_lister(stub, project, capsys, "--config", str(config))
+    assert last.startswith("Working copy kept: ")
+
+
+def test_a_bad_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["run", "largest-file", "--model", "stub", "--trials", "0"])
+    assert raised.value.code == 2
+    assert "--trials: 0 is less than 1" in capsys.readouterr().err

@@ -55,10 +55,13 @@ def test_bench_refuses_counts_below_one(bad: list[str], capsys: pytest.CaptureFi
     assert "turnbon bench: error: argument" in capsys.readouterr().err
 
 
-def test_bench_needs_an_environment_and_a_model(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_needs_a_model_and_runs_the_terminal_environment_by_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["bench", "--model", "m"])
-    assert "--env" in capsys.readouterr().err
+        build_parser().parse_args(["bench", "--env", "e"])
+    assert "--model" in capsys.readouterr().err
+    assert build_parser().parse_args(["bench", "--model", "m"]).env == "terminal"
 
 
 async def test_selector_names_map_to_selectors_and_anything_else_is_a_model_id() -> None:
@@ -266,7 +269,7 @@ def test_judge_and_analyze_arguments_parse() -> None:
     assert judge.rubrics == [Path("a.yaml"), Path("b.yaml")] and judge.settings == ["N=1", "N=4"]
     assert judge.api_base == "http://h/v1" and judge.concurrency == 3 and judge.retry_unknown
     defaults = build_parser().parse_args(["judge", "r", "--model", "m"])
-    assert defaults.rubrics is None and defaults.settings is None and defaults.concurrency == 8
+    assert defaults.rubrics is None and defaults.settings is None and defaults.concurrency == 4
     assert defaults.baseline == "N=1" and not defaults.retry_unknown
     analyze = build_parser().parse_args(["analyze", "r"])
     assert (analyze.baseline, analyze.resamples, analyze.seed, analyze.out) == (

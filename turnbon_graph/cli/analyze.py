@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from turnbon_graph.cli.arguments import run_folder_arguments
+from turnbon_graph.cli.arguments import SHARED, run_folder_arguments, subcommand
 
 
 def add_parser(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = subcommand(
+        commands,
         "analyze",
         help="write what the selector prefers (Figures 4, 5), the judge's and the rollouts' "
         "findings for a run folder",
@@ -24,7 +25,7 @@ def add_parser(commands: Any) -> None:
         ),
     )
     run_folder_arguments(parser, "RUN/analysis")
-    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    SHARED["seed"].add(parser, help="the bootstrap's seed")
     parser.set_defaults(handler=run)
 
 

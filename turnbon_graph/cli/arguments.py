@@ -1,5 +1,7 @@
-"""The argument groups the commands share (environment, tasks, model, selector,
-endpoints; a run folder's results), their checks, run folder names and resume hints."""
+"""The flags the commands share, each defined once (`SHARED`: the same names, short
+forms, types and defaults in every command that takes it), the argument groups built
+from them, the help formatter that shows every default, their checks, run folder names
+and resume hints. Only the standard library: `turnbon --help` answers at once."""
 
 from __future__ import annotations
 
@@ -7,13 +9,16 @@ import argparse
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 STUB_MODEL = "stub"
 """--model stub: the environment's own scripted stub policy on a loopback server."""
 INTERRUPTED = 130
 """The shell's code for a run stopped by Ctrl-C."""
+DEFAULT_ENV = "terminal"
 
 
 def positive_int(text: str) -> int:
@@ -27,12 +32,168 @@ def positive_int(text: str) -> int:
     return value
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every default in `--help` (lists as typed: `1 4`), except None and False,
+    which mean "not given"; a help text that names its default itself is left alone."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        if not action.option_strings and action.nargs not in ("?", "*"):
+            return text
+        return f"{text} (default: {shown_default(default).replace('%', '%%')})"
+
+
+def shown_default(value: Any) -> str:
+    """A default as `--help` shows it: a list as it is typed, `1 4`."""
+    if isinstance(value, list | tuple):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One shared flag: its option strings and `add_argument` keywords."""
+
+    names: tuple[str, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, parser: argparse.ArgumentParser, **overrides: Any) -> None:
+        """Adds it to `parser`; `overrides` may change only the help text and whether it
+        is required. A parser with `argument_default=SUPPRESS` gets no default."""
+        unknown = set(overrides) - {"help", "required"}
+        if unknown:
+            raise ValueError(f"a shared flag's {', '.join(sorted(unknown))} cannot change")
+        options = {**self.options, **overrides}
+        if parser.argument_default is argparse.SUPPRESS:
+            options.pop("default", None)
+        parser.add_argument(*self.names, **options)
+
+
+SELECTOR_METAVAR = "MODEL|first|random|majority"
+
+SHARED: dict[str, Flag] = {
+    "env": Flag(
+        ("--env",),
+        {"default": DEFAULT_ENV, "metavar": "NAME", "help": "environment name"},
+    ),
+    "tasks": Flag(
+        ("--tasks",),
+        {"metavar": "SPEC", "help": "passed to the environment (which task set, a path, ...)"},
+    ),
+    "model": Flag(
+        ("--model",),
+        {
+            "metavar": "MODEL",
+            "help": "a LiteLLM model id, or 'stub': the environment's own scripted stub "
+            "policy on a loopback server (no API key, no network)",
+        },
+    ),
+    "n": Flag(
+        ("-n", "--n"),
+        {"type": positive_int, "default": 4, "metavar": "N", "help": "candidates per turn"},
+    ),
+    "selector": Flag(
+        ("--selector",),
+        {
+            "metavar": SELECTOR_METAVAR,
+            "help": "a LiteLLM model id for an LLM selector, or a selector that calls no "
+            "model (default: an LLM selector on --model)",
+        },
+    ),
+    "selector_api_base": Flag(
+        ("--selector-api-base",),
+        {
+            "metavar": "URL",
+            "help": "api_base for a --selector model id (the default selector shares --api-base)",
+        },
+    ),
+    "api_base": Flag(
+        ("--api-base",), {"metavar": "URL", "help": "api_base for the generator's calls"}
+    ),
+    "temperature": Flag(
+        ("--temperature",),
+        {
+            "type": float,
+            "metavar": "T",
+            "help": "the generator's sampling temperature (default: the model's, 0.9 on "
+            "the embedded model)",
+        },
+    ),
+    "tool_calling": Flag(
+        ("--tool-calling",),
+        {
+            "choices": ("auto", "native", "prompted"),
+            "help": "native tool calls, tools in the prompt with a JSON answer, or auto "
+            "(default: auto; prompted on the embedded model)",
+        },
+    ),
+    "timeout": Flag(
+        ("--timeout",), {"type": float, "metavar": "S", "help": "per model call, in seconds"}
+    ),
+    "seed": Flag(
+        ("--seed",),
+        {
+            "type": int,
+            "default": 0,
+            "metavar": "S",
+            "help": "seeds the selector's shuffle of the candidates, the random selector "
+            "and the stub policy (--model stub): the same seed, the same stub run",
+        },
+    ),
+    "trials": Flag(
+        ("--trials",),
+        {"type": positive_int, "default": 1, "metavar": "K", "help": "episodes per task"},
+    ),
+    "concurrency": Flag(
+        ("--concurrency",),
+        {"type": positive_int, "default": 4, "metavar": "C", "help": "how many run at once"},
+    ),
+    "run": Flag(
+        ("--run",),
+        {
+            "type": Path,
+            "metavar": "DIR",
+            "help": "run folder; the same command with it resumes (default: "
+            "runs/<env>-<model>-<time>)",
+        },
+    ),
+    "baseline": Flag(
+        ("--baseline",),
+        {"default": "N=1", "metavar": "SETTING", "help": "the setting compared against"},
+    ),
+    "resamples": Flag(
+        ("--resamples",),
+        {"type": positive_int, "default": 10_000, "metavar": "K", "help": "bootstrap resamples"},
+    ),
+    "out": Flag(("--out",), {"type": Path, "metavar": "DIR", "help": "where the files go"}),
+}
+"""Every flag more than one command takes, by its `dest`."""
+
+N_SETTINGS = Flag(
+    SHARED["n"].names,
+    {
+        "type": positive_int,
+        "nargs": "+",
+        "default": [1, 4],
+        "metavar": "N",
+        "help": "candidates per turn, one setting each; N=1 is the baseline",
+    },
+)
+"""`-n/--n` of the commands that compare settings (`bench`): several N, one run each."""
+
+
+def add_flags(parser: argparse.ArgumentParser, *names: str) -> None:
+    """The shared flags `names`, as defined in `SHARED`."""
+    for name in names:
+        SHARED[name].add(parser)
+
+
 def episode_arguments(parser: argparse.ArgumentParser, *, selector: str) -> None:
     """Which environment, tasks, model and selector: what running episodes takes."""
-    parser.add_argument("--env", required=True, metavar="NAME", help="environment name")
-    parser.add_argument(
-        "--tasks", metavar="SPEC", help="passed to the environment (which task set, a path, ...)"
-    )
+    add_flags(parser, "env", "tasks")
     parser.add_argument(
         "--task",
         action="extend",
@@ -40,43 +201,28 @@ def episode_arguments(parser: argparse.ArgumentParser, *, selector: str) -> None
         metavar="ID",
         help="run only these task ids (default: all)",
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help=(
-            "a LiteLLM model id, or 'stub': the environment's own scripted stub policy on a "
-            "loopback server (no API key, no network)"
-        ),
-    )
-    parser.add_argument(
-        "--selector",
-        metavar="MODEL|first|random|majority",
+    SHARED["model"].add(parser, required=True)
+    SHARED["selector"].add(
+        parser,
         help=f"{selector}: a LiteLLM model id, or a selector that calls no model "
         "(default: an LLM selector on --model)",
     )
-    parser.add_argument(
-        "--selector-api-base",
-        metavar="URL",
-        help="api_base for a --selector model id (the default selector shares --api-base)",
-    )
-    parser.add_argument("--api-base", metavar="URL", help="api_base for the generator's calls")
-    parser.add_argument("--timeout", type=float, metavar="S", help="per model call, in seconds")
+    add_flags(parser, "selector_api_base", "api_base", "temperature", "tool_calling", "timeout")
 
 
 def run_folder_arguments(parser: argparse.ArgumentParser, out: str) -> None:
     """RUN, --out, --baseline and --resamples: what reading a run folder's results takes."""
     parser.add_argument("run", type=Path, metavar="RUN", help="the run folder")
-    parser.add_argument("--out", type=Path, metavar="DIR", help=f"default: {out}")
-    parser.add_argument(
-        "--baseline", default="N=1", metavar="SETTING", help="compare against it (default N=1)"
+    SHARED["out"].add(parser, help=f"where the files go (default: {out})")
+    add_flags(parser, "baseline", "resamples")
+
+
+def subcommand(commands: Any, name: str, **options: Any) -> argparse.ArgumentParser:
+    """A subcommand's parser whose `--help` shows every default."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, formatter_class=HelpFormatter, **options
     )
-    parser.add_argument(
-        "--resamples",
-        type=positive_int,
-        default=10_000,
-        metavar="K",
-        help="bootstrap resamples (default 10000)",
-    )
+    return parser
 
 
 def default_run_dir(env: str, model: str, now: datetime | None = None) -> Path:

@@ -5,20 +5,23 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
 from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP
 from turnbon_graph.cli.arguments import (
     INTERRUPTED,
+    N_SETTINGS,
+    SHARED,
+    add_flags,
     episode_arguments,
-    positive_int,
     resume_command,
+    subcommand,
 )
 
 
 def add_parser(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = subcommand(
+        commands,
         "bench",
         help="run an environment's tasks for each N and trial into a run folder",
         description=(
@@ -30,24 +33,10 @@ def add_parser(commands: Any) -> None:
         allow_abbrev=False,  # the resume hint rewrites --run; abbreviations would dodge it
     )
     episode_arguments(parser, selector="the selector")
-    parser.add_argument(
-        "--n",
-        type=positive_int,
-        nargs="+",
-        default=[1, 4],
-        metavar="N",
-        help="candidates per turn, one setting each; N=1 is the baseline (default: 1 4)",
-    )
-    parser.add_argument(
-        "--trials", type=positive_int, default=1, metavar="K", help="attempts per task and N"
-    )
-    parser.add_argument(
-        "--concurrency", type=positive_int, default=4, metavar="C", help="episodes at once"
-    )
-    parser.add_argument(
-        "--run", type=Path, metavar="DIR", help="run folder (default: runs/<env>-<model>-<time>)"
-    )
-    parser.add_argument("--seed", type=int, help="selector shuffles and the random selector")
+    N_SETTINGS.add(parser)
+    SHARED["trials"].add(parser, help="attempts per task and N")
+    SHARED["concurrency"].add(parser, help="episodes at once")
+    add_flags(parser, "run", "seed")
     parser.set_defaults(handler=run)
 
 

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.cli.arguments import INTERRUPTED, STUB_MODEL, positive_int
+from turnbon_graph.cli.arguments import INTERRUPTED, SHARED, STUB_MODEL, subcommand
 
 
 def add_parser(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = subcommand(
+        commands,
         "judge",
         help="ask an LLM judge yes/no rubric questions about every attempt of a run folder",
         description=(
@@ -25,8 +26,8 @@ def add_parser(commands: Any) -> None:
         ),
     )
     parser.add_argument("run", type=Path, metavar="RUN", help="the run folder")
-    parser.add_argument(
-        "--model",
+    SHARED["model"].add(
+        parser,
         required=True,
         help="a LiteLLM model id for the judge, e.g. openai/gpt-4o-mini (not 'stub': no "
         "stub policy answers judge questions)",
@@ -47,27 +48,16 @@ def add_parser(commands: Any) -> None:
         metavar="SETTING",
         help="judge only these settings, e.g. N=1 N=4 (default: all)",
     )
-    parser.add_argument(
-        "--baseline", default="N=1", metavar="SETTING", help="compare against it (default N=1)"
+    SHARED["baseline"].add(parser)
+    SHARED["tasks"].add(
+        parser, help="the --tasks SPEC the run was made with, to find its tasks' instructions"
     )
-    parser.add_argument(
-        "--tasks",
-        metavar="SPEC",
-        help="the --tasks SPEC the run was made with, to find its tasks' instructions",
-    )
-    parser.add_argument(
-        "--api-base",
-        metavar="URL",
+    SHARED["api_base"].add(
+        parser,
         help="api_base for the judge's calls, e.g. a local OpenAI-compatible server: "
         "--model openai/NAME --api-base http://localhost:8000/v1",
     )
-    parser.add_argument(
-        "--concurrency",
-        type=positive_int,
-        default=8,
-        metavar="C",
-        help="judge calls at once (default 8)",
-    )
+    SHARED["concurrency"].add(parser, help="judge calls at once")
     parser.add_argument(
         "--retry-unknown",
         action="store_true",

@@ -26,6 +26,7 @@ from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.episode import EpisodeEnd, run_agent
 from turnbon_graph.cli.models import STUB_ID, make_selector, selector_kwargs, start_stub
 from turnbon_graph.cli.transcript import LiveTranscript
+from turnbon_graph.cli.workdir import WorkdirNotes
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.selectors.llm import LLMSelector
@@ -53,6 +54,10 @@ class LiveOptions:
     temperature: float | None = None
     tool_calling: str | None = None
     """auto/native/prompted; None: prompted on the embedded model, auto otherwise."""
+    timeout: float | None = None
+    """Per model call, in seconds; None: the engine's default."""
+    keep_workdir: bool = False
+    """Keep a copy of each episode's working directory (else it is removed at the end)."""
 
 
 async def run_live(
@@ -67,7 +72,10 @@ async def run_live(
     ends: list[EpisodeEnd] = []
     with ExitStack() as stack:
         model_id, engine_options, backend = stack.enter_context(_model(options, environment))
+        if options.timeout is not None:
+            engine_options["timeout"] = options.timeout
         engine = TurnEngine.from_options(model_id, n=options.n, seed=options.seed, **engine_options)
+        notes = WorkdirNotes(environment, keep=options.keep_workdir)
         where = f" ({spec.difficulty}, {spec.category})" if spec.difficulty else ""
         print(f"Task {spec.id}{where}:")
         print("  " + spec.instruction.strip().replace("\n", "\n  "))
@@ -82,7 +90,7 @@ async def run_live(
             transcript = LiveTranscript()
             started = time.monotonic()
             end = await run_agent(
-                environment,
+                notes,
                 engine,
                 spec,
                 trial,
@@ -91,6 +99,8 @@ async def run_live(
                 verify=verify,
             )
             transcript.show_end(end, time.monotonic() - started)
+            if (ran_in := notes.note()) is not None:
+                print(ran_in)
             ends.append(end)
     if options.trials > 1 and verify:
         passed = sum(e.outcome == "pass" for e in ends)

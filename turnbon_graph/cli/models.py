@@ -122,9 +122,9 @@ def start_stub(
 
 
 def connection(args: argparse.Namespace, environment: object, stack: ExitStack) -> dict[str, Any]:
-    """The generator's connection options: the stub's, or --api-base's."""
+    """The generator's connection options: the stub's (seeded by --seed), or --api-base's."""
     if args.model == STUB_MODEL:
-        return start_stub(environment, args.env, stack)
+        return start_stub(environment, args.env, stack, seed=args.seed)
     return {"api_base": args.api_base} if args.api_base else {}
 
 
@@ -133,6 +133,10 @@ def engine_options(
 ) -> dict[str, Any]:
     """`TurnEngine.from_options` keywords from the episode flags (`episode_arguments`)."""
     options: dict[str, Any] = {"completion_kwargs": dict(connection)}
+    if args.temperature is not None:
+        options["completion_kwargs"]["temperature"] = args.temperature
+    if args.tool_calling is not None:
+        options["tool_calling"] = args.tool_calling
     local = connection if args.model == STUB_MODEL else None
     if (kwargs := selector_kwargs(selector, local, args.selector_api_base)) is not None:
         options["selector_kwargs"] = kwargs

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from turnbon_graph.cli.arguments import run_folder_arguments
+from turnbon_graph.cli.arguments import run_folder_arguments, subcommand
 
 
 def add_parser(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = subcommand(
+        commands,
         "report",
         help="write a Markdown report with tables and plots for a run folder",
         description=(

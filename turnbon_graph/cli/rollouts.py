@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from turnbon_graph.cli.arguments import (
     INTERRUPTED,
+    SHARED,
     episode_arguments,
     positive_int,
     resume_command,
+    subcommand,
 )
 
 if TYPE_CHECKING:
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = subcommand(
+        commands,
         "rollouts",
         help="value every candidate by branch rollouts: does the pool hold a good action, "
         "and does the selector pick it",
@@ -39,16 +42,14 @@ def add_parser(commands: Any) -> None:
         allow_abbrev=False,  # the resume hint rewrites --run; abbreviations would dodge it
     )
     episode_arguments(parser, selector="the main episode's selector, whose picks are measured")
-    parser.add_argument("-n", type=positive_int, default=4, help="candidates per turn (default 4)")
-    parser.add_argument(
-        "--trials", type=positive_int, default=1, metavar="K", help="episodes per task (default 1)"
-    )
+    SHARED["n"].add(parser)
+    SHARED["trials"].add(parser)
     parser.add_argument(
         "--rollouts",
         type=positive_int,
         default=1,
         metavar="R",
-        help="rollouts per distinct candidate action (default 1)",
+        help="rollouts per distinct candidate action",
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
@@ -89,25 +90,20 @@ def add_parser(commands: Any) -> None:
         metavar="RUN",
         help="a `turnbon bench` run folder of this model, to estimate the tokens beforehand",
     )
-    parser.add_argument(
-        "--run",
-        type=Path,
-        metavar="DIR",
+    SHARED["run"].add(
+        parser,
         help="where rollouts.jsonl goes, e.g. the bench run of this model, so `turnbon "
-        "analyze` shows both (default: runs/<env>-rollouts-<model>-<time>)",
+        "analyze` shows both; the same command with it resumes (default: "
+        "runs/<env>-rollouts-<model>-<time>)",
     )
-    parser.add_argument(
-        "--concurrency",
-        type=positive_int,
-        default=2,
-        metavar="C",
-        help="rollouts at once (default 2); episodes run one after another",
-    )
+    SHARED["concurrency"].add(parser, help="rollouts at once; episodes run one after another")
     parser.add_argument(
         "--dry-run", action="store_true", help="print the plan and stop before starting"
     )
-    parser.add_argument(
-        "--seed", type=int, metavar="S", help="which turns --sample-turns draws, selector shuffles"
+    SHARED["seed"].add(
+        parser,
+        help="which turns --sample-turns draws, the selector's shuffle, the random selector "
+        "and the stub policy (--model stub)",
     )
     parser.set_defaults(handler=run)
 
@@ -132,7 +128,7 @@ def rollout_budget(args: argparse.Namespace) -> RolloutBudget:
             rollouts=args.rollouts,
             max_rollouts=args.max_rollouts,
             max_tokens=args.max_tokens,
-            seed=args.seed if args.seed is not None else 0,
+            seed=args.seed,
         )
     except ValidationError as exc:
         problem = exc.errors()[0]["msg"].removeprefix("Value error, ")

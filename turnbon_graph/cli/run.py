@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.cli.arguments import INTERRUPTED, positive_int
+from turnbon_graph.cli.arguments import (
+    DEFAULT_ENV,
+    INTERRUPTED,
+    SHARED,
+    add_flags,
+    positive_int,
+    subcommand,
+)
 
 if TYPE_CHECKING:
     from turnbon_graph.bench.environment import Environment, TaskSpec
@@ -16,28 +23,49 @@ if TYPE_CHECKING:
 
 DEMO_TASK = "largest-file"
 
+EXIT_CODES = (
+    "exit codes: 0 every trial passed (or, with no verifier, ran to its end); 1 some "
+    "trial failed or ended in an error (a time limit, a failed model call); 2 bad input "
+    "(an unknown task, a bad flag or --config file); 130 stopped with Ctrl-C"
+)
+
 RUN_DEFAULTS: dict[str, Any] = {
     "task": None,
     "instruction": None,
     "workdir": None,
-    "env": "terminal",
+    "keep_workdir": False,
+    "env": DEFAULT_ENV,
     "model": None,
-    "n": 4,
+    "n": SHARED["n"].options["default"],
     "selector": None,
     "selector_api_base": None,
     "api_base": None,
     "temperature": None,
     "tool_calling": None,
-    "trials": 1,
+    "timeout": None,
+    "trials": SHARED["trials"].options["default"],
     "max_turns": None,
-    "seed": 0,
+    "seed": SHARED["seed"].options["default"],
 }
 """`turnbon run`'s settings and defaults; a --config file may set any of them."""
+
+LIVE_MODEL_HELP = (
+    "a LiteLLM model id (e.g. openai/gpt-4o-mini), or 'stub': a scripted stand-in, no "
+    "model at all (default: the embedded local model, SmolLM2-135M; `make setup-local`)"
+)
+
+
+def live_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model, sampling and trial flags `demo` and `run` share (see `SHARED`)."""
+    SHARED["model"].add(parser, help=LIVE_MODEL_HELP)
+    add_flags(parser, "n", "selector", "selector_api_base", "api_base")
+    add_flags(parser, "temperature", "tool_calling", "timeout", "trials", "seed")
 
 
 def add_parser(commands: Any) -> None:
     """`turnbon demo` and `turnbon run`."""
-    demo_parser = commands.add_parser(
+    demo_parser = subcommand(
+        commands,
         "demo",
         help="solve a small terminal task turn by turn, showing every candidate and choice",
         description=(
@@ -45,25 +73,21 @@ def add_parser(commands: Any) -> None:
             "candidates, the choice and why, and the command's output, then the verifier's "
             "verdict and the tokens used. Without --model it runs on the embedded local model "
             "(SmolLM2-135M, no API key; `make setup-local`); --model stub runs a scripted "
-            "stand-in with no model at all. Exits 0 when the episode ran, pass or fail; 1 "
-            "when it ended in an error (a time limit, a failed model call)."
+            "stand-in with no model at all."
         ),
+        epilog="exit codes: 0 every episode ran to its verdict, pass or fail; 1 one ended in "
+        "an error (a time limit, a failed model call); 2 bad input (an unknown task, a bad "
+        "flag); 130 stopped with Ctrl-C",
     )
+    live_arguments(demo_parser)
+    demo_parser.add_argument("--task", default=DEMO_TASK, metavar="ID", help="a shipped task id")
     demo_parser.add_argument(
-        "--model", help="a LiteLLM model id (e.g. openai/gpt-4o-mini), or 'stub'; default: local"
+        "--max-turns", type=positive_int, default=4, metavar="T", help="turns before stopping"
     )
-    demo_parser.add_argument(
-        "--selector", help="a LiteLLM model id for the selector (default: --model)"
-    )
-    demo_parser.add_argument("-n", type=int, default=4, help="candidates per turn (default 4)")
-    demo_parser.add_argument("--task", default=DEMO_TASK, help="a shipped task id")
-    demo_parser.add_argument(
-        "--max-turns", type=int, default=4, help="turns before stopping (default 4)"
-    )
-    demo_parser.add_argument("--seed", type=int, default=0)
     demo_parser.set_defaults(handler=demo)
 
-    parser = commands.add_parser(
+    parser = subcommand(
+        commands,
         "run",
         help="solve a task folder or an inline instruction turn by turn, shown live",
         description=(
@@ -72,41 +96,45 @@ def add_parser(commands: Any) -> None:
             "folder (Terminal-Bench 2 layout) or a shipped task id; or give --instruction "
             "(no verifier), optionally starting in a copy of --workdir. Settings come from "
             "flags, a TOML --config file with the same names (snake_case), then defaults; "
-            "without --model it runs on the embedded local model (`make setup-local`)."
+            "without --model it runs on the embedded local model (`make setup-local`). "
+            "Each episode's working directory is removed when it ends (the last line says "
+            "where it was); --keep-workdir keeps a copy and prints where."
         ),
-        argument_default=argparse.SUPPRESS,  # unset flags leave --config values alone
+        epilog=EXIT_CODES,
     )
+    run_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def run_arguments(parser: argparse.ArgumentParser) -> None:
+    """`turnbon run`'s flags (with `argument_default=SUPPRESS`: only those given)."""
     parser.add_argument("task", nargs="?", metavar="TASK", help="a task folder or shipped task id")
     parser.add_argument("--instruction", metavar="TEXT", help="what to do, instead of a TASK")
     parser.add_argument(
         "--workdir", metavar="DIR", help="with --instruction: start in a copy of DIR"
     )
+    parser.add_argument(
+        "--keep-workdir",
+        action="store_true",
+        help="keep a copy of the agent's working directory and print where it is",
+    )
     parser.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of these settings")
-    parser.add_argument("--env", metavar="NAME", help="environment (default: terminal)")
-    parser.add_argument(
-        "--model", help="a LiteLLM model id, or 'stub'; default: the embedded local model"
-    )
-    parser.add_argument("-n", type=positive_int, help="candidates per turn (default 4)")
-    parser.add_argument(
-        "--selector",
-        metavar="MODEL|first|random|majority",
-        help="a LiteLLM model id for an LLM selector, or a selector that calls no model "
-        "(default: an LLM selector on the generator's model)",
-    )
-    parser.add_argument("--selector-api-base", metavar="URL", help="api_base for --selector MODEL")
-    parser.add_argument("--api-base", metavar="URL", help="api_base for the generator's calls")
-    parser.add_argument("--temperature", type=float, metavar="T", help="generator temperature")
-    parser.add_argument(
-        "--tool-calling",
-        choices=("auto", "native", "prompted"),
-        help="native tool calls, tools in the prompt with a JSON answer, or auto (default)",
-    )
-    parser.add_argument("--trials", type=positive_int, metavar="K", help="episodes (default 1)")
+    SHARED["env"].add(parser)
+    live_arguments(parser)
     parser.add_argument(
         "--max-turns", type=positive_int, metavar="T", help="default: the task's own limit"
     )
-    parser.add_argument("--seed", type=int)
-    parser.set_defaults(handler=run)
+
+
+def given_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags, not left at their defaults (so a --config file's
+    values stand): the command line parsed again by a parser without defaults."""
+    argv: list[str] | None = getattr(args, "argv", None)
+    if argv is None or not argv or argv[0] != "run":
+        return {k: v for k, v in vars(args).items() if k in RUN_DEFAULTS}
+    strict = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    run_arguments(strict)
+    return {k: v for k, v in vars(strict.parse_args(argv[1:])).items() if k in RUN_DEFAULTS}
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -124,10 +152,20 @@ def demo(args: argparse.Namespace) -> int:
             f"no task {args.task!r}; shipped tasks: {', '.join(sorted(tasks))}"
         )
     options = LiveOptions(
-        model=args.model, n=args.n, selector=args.selector, max_turns=args.max_turns, seed=args.seed
+        model=args.model,
+        n=args.n,
+        selector=args.selector,
+        max_turns=args.max_turns,
+        trials=args.trials,
+        seed=args.seed,
+        api_base=args.api_base,
+        selector_api_base=args.selector_api_base,
+        temperature=args.temperature,
+        tool_calling=args.tool_calling,
+        timeout=args.timeout,
     )
-    (end,) = asyncio.run(run_live(environment, tasks[args.task], options))
-    return 0 if end.outcome in (None, "pass", "wrong_submission") else 1
+    ends = asyncio.run(run_live(environment, tasks[args.task], options))
+    return 0 if all(e.outcome in (None, "pass", "wrong_submission") for e in ends) else 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
         selector_api_base=settings["selector_api_base"],
         temperature=settings["temperature"],
         tool_calling=settings["tool_calling"],
+        timeout=settings["timeout"],
+        keep_workdir=bool(settings["keep_workdir"]),
     )
     try:
         ends: list[EpisodeEnd] = asyncio.run(run_live(environment, spec, options))
@@ -186,7 +226,7 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
             if isinstance(value, str) and (config.parent / value).exists():
                 values[key] = str(config.parent / value)
         settings.update(values)
-    settings.update({k: v for k, v in vars(args).items() if k in RUN_DEFAULTS})
+    settings.update(given_settings(args))
     if (settings["task"] is None) == (settings["instruction"] is None):
         raise ConfigurationError("give either a TASK (folder or shipped id) or --instruction")
     if settings["workdir"] is not None and settings["instruction"] is None:
