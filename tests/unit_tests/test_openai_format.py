@@ -1,0 +1,232 @@
+"""The OpenAI chat-completions translation both doors share: request bodies as harnesses
+send them in, the chosen message and its turn record out (whole and as chunks)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.openai_format import (
+    RECORD_FIELD,
+    chat_completion,
+    chat_completion_chunks,
+    parse_chat_request,
+    parse_messages,
+)
+from turnbon_graph.records import (
+    RECORD_KEY,
+    CandidateRecord,
+    LatencySplit,
+    TurnRecord,
+    Usage,
+    UsageSplit,
+)
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "shell",
+            "description": "Run a command.",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
+
+
+def _call(name: str, args: dict[str, Any], id: str = "call_1") -> dict[str, Any]:
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def test_harness_style_messages_become_langchain_messages() -> None:
+    messages = parse_messages(
+        [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "list files"}], "name": "ann"},
+            # no content key at all, as mini-swe-agent and SWE-agent replay tool turns
+            {"role": "assistant", "tool_calls": [_call("shell", {"command": "ls"})]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.txt", "name": "shell"},
+            {"role": "assistant", "content": None, "tool_calls": [_call("shell", {}, "c2")]},
+            {"role": "tool", "tool_call_id": "c2", "content": None},
+        ]
+    )
+    system, user, first, tool, second, empty = messages
+    assert isinstance(system, SystemMessage) and system.content == "be brief"
+    assert isinstance(user, HumanMessage) and user.name == "ann" and user.text == "list files"
+    assert isinstance(first, AIMessage) and first.content == ""
+    assert first.tool_calls == [
+        {"name": "shell", "args": {"command": "ls"}, "id": "call_1", "type": "tool_call"}
+    ]
+    assert isinstance(tool, ToolMessage) and tool.tool_call_id == "call_1"
+    assert isinstance(second, AIMessage) and second.tool_calls[0]["args"] == {}
+    assert isinstance(empty, ToolMessage) and empty.content == ""
+
+
+def test_request_settings_and_tools_are_split_from_the_messages() -> None:
+    request = parse_chat_request(
+        {
+            "model": "turnbon",
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": TOOLS,
+            "tool_choice": "required",
+            "stop": ["\n\n"],
+            "temperature": 0.2,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    )
+    assert request.model == "turnbon" and request.stream
+    assert request.tools == TOOLS
+    assert request.settings == {"tool_choice": "required", "stop": ["\n\n"], "temperature": 0.2}
+
+
+def test_legacy_functions_become_tools() -> None:
+    request = parse_chat_request(
+        {
+            "messages": [{"role": "user", "content": "hi"}],
+            "functions": [TOOLS[0]["function"]],
+            "function_call": {"name": "shell"},
+        }
+    )
+    assert request.tools == TOOLS
+    assert request.settings["tool_choice"] == {"type": "function", "function": {"name": "shell"}}
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ([], "JSON object"),
+        ({"messages": []}, "non-empty list"),
+        ({"messages": [{"content": "no role"}]}, "'role'"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 3}, "n must be 1"),
+        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"x": 1}]}, "tools[0]"),
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "could not be read"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"function": {"name": "f", "arguments": "[1"}}],
+                    }
+                ]
+            },
+            "arguments must be a JSON object",
+        ),
+        # the endpoint and its key are the server's: a body may not redirect them
+        ({"messages": [{"role": "user", "content": "x"}], "api_base": "http://evil"}, "api_base"),
+        ({"messages": [{"role": "user", "content": "x"}], "api_key": "sk-1"}, "api_key"),
+    ],
+)
+def test_malformed_requests_say_what_to_fix(body: Any, says: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        parse_chat_request(body)
+    assert says in str(caught.value)
+
+
+def test_any_setting_passes_when_the_caller_is_trusted() -> None:
+    request = parse_chat_request(
+        {"messages": [{"role": "user", "content": "x"}], "custom_flag": 1}, allowed=None
+    )
+    assert request.settings == {"custom_flag": 1}
+
+
+def _record() -> TurnRecord:
+    return TurnRecord(
+        turn_id="t1",
+        n_requested=2,
+        n_ok=2,
+        selected_index=1,
+        selector="llm:openai/stub",
+        agreement=0.5,
+        candidates=[CandidateRecord(index=0, model="m"), CandidateRecord(index=1, model="m")],
+        usage=UsageSplit(
+            generator=Usage(calls=2, prompt_tokens=20, completion_tokens=10, reasoning_tokens=3),
+            selector=Usage(calls=1, prompt_tokens=50, completion_tokens=5, cached_tokens=4),
+        ),
+        latency_s=LatencySplit(),
+    )
+
+
+def _chosen(**fields: Any) -> AIMessage:
+    return AIMessage(**fields, response_metadata={RECORD_KEY: _record().to_json()})
+
+
+def test_a_chosen_tool_call_becomes_a_chat_completion_with_the_turns_usage() -> None:
+    message = _chosen(
+        content="", tool_calls=[{"name": "shell", "args": {"command": "ls -la"}, "id": "call_9"}]
+    )
+    body = chat_completion(message, model="turnbon", created=7)
+    assert body["object"] == "chat.completion" and body["model"] == "turnbon"
+    (choice,) = body["choices"]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_9",
+                "type": "function",
+                "function": {"name": "shell", "arguments": '{"command": "ls -la"}'},
+            }
+        ],
+    }
+    assert body["usage"]["prompt_tokens"] == 70
+    assert body["usage"]["completion_tokens"] == 15
+    assert body["usage"]["total_tokens"] == 85
+    assert body["usage"]["completion_tokens_details"] == {"reasoning_tokens": 3}
+    assert body["usage"]["prompt_tokens_details"] == {"cached_tokens": 4}
+    assert body[RECORD_FIELD]["selected_index"] == 1
+
+
+def test_a_chosen_answer_finishes_with_stop() -> None:
+    body = chat_completion(_chosen(content="All done."), model="m")
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "All done."}
+    assert body["choices"][0]["finish_reason"] == "stop"
+
+
+def _assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a client rebuilds from the deltas, the way the OpenAI SDK does."""
+    content = ""
+    calls: dict[int, dict[str, Any]] = {}
+    finish = None
+    for chunk in chunks:
+        assert chunk["object"] == "chat.completion.chunk"
+        (choice,) = chunk["choices"]
+        delta = choice["delta"]
+        content += delta.get("content") or ""
+        for part in delta.get("tool_calls") or []:
+            call = calls.setdefault(
+                part["index"], {"type": "function", "function": {"name": "", "arguments": ""}}
+            )
+            call["id"] = part.get("id") or call.get("id")
+            call["function"]["name"] += part.get("function", {}).get("name") or ""
+            call["function"]["arguments"] += part.get("function", {}).get("arguments") or ""
+        finish = choice["finish_reason"] or finish
+    message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return {"message": message, "finish_reason": finish}
+
+
+def test_chunks_assemble_to_the_same_message_and_end_with_usage() -> None:
+    message = _chosen(
+        content="Running two commands. " * 10,
+        tool_calls=[
+            {"name": "shell", "args": {"command": "ls"}, "id": "call_a"},
+            {"name": "shell", "args": {"command": "pwd"}, "id": "call_b"},
+        ],
+    )
+    whole = chat_completion(message, model="m")
+    chunks = chat_completion_chunks(message, model="m", piece=16)
+    assert len(chunks) > 6  # the content really came in pieces
+    assembled = _assemble(chunks)
+    assert assembled["message"] == whole["choices"][0]["message"]
+    assert assembled["finish_reason"] == "tool_calls"
+    assert chunks[-1]["usage"] == whole["usage"]
+    assert chunks[-1][RECORD_FIELD] == whole[RECORD_FIELD]
+    assert all("usage" not in chunk for chunk in chunks[:-1])
+    assert len({chunk["id"] for chunk in chunks}) == 1

@@ -1,0 +1,222 @@
+"""Turn-BoN as a LiteLLM custom provider: `model="turnbon/<inner model id>"` runs one
+whole turn (N candidates from the inner model, a selector, the chosen action) behind
+`litellm.completion` / `litellm.acompletion`, the door most agent harnesses already use.
+
+    from turnbon_graph.litellm_provider import TurnBoNProvider, register
+
+    register(TurnBoNProvider(n=4, selector="openai/gpt-4o"))
+    litellm.completion(model="turnbon/openai/gpt-4o-mini", messages=..., tools=...)
+
+The call's `api_base`, `api_key` and headers are the inner model's connection (a default
+selector shares it). One engine is kept per inner model and connection, so repeated and
+concurrent calls share its `max_concurrency` and `rate_limit`; every turn runs on the
+provider's own event loop (a daemon thread), so sync calls from any thread and async
+calls from any loop share those limits too. The response is an ordinary `ModelResponse`
+whose `usage` covers every call of the turn; its turn record is
+`response._hidden_params["turnbon"]` (plain JSON), also `turnbon_record(response)`.
+Importing this module imports LiteLLM: it exists to be used with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+import litellm
+from langchain_core.messages import AIMessage
+from litellm.llms.custom_llm import CustomLLM, CustomLLMError
+from litellm.types.llms.openai import ChatCompletionToolCallChunk
+from litellm.types.utils import GenericStreamingChunk, ModelResponse
+
+from turnbon_graph.client import redact, secret_values
+from turnbon_graph.config import TurnConfig, reveal_secrets, turn_config
+from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
+from turnbon_graph.openai_format import (
+    RECORD_FIELD,
+    chat_completion,
+    chat_completion_chunks,
+    parse_chat_request,
+)
+from turnbon_graph.records import TurnRecord
+from turnbon_graph.turn import TurnEngine
+
+__all__ = ["PROVIDER_NAME", "TurnBoNProvider", "register", "turnbon_record"]
+
+PROVIDER_NAME = "turnbon"
+"""The default provider prefix: `turnbon/<inner model id>`."""
+
+_T = TypeVar("_T")
+
+
+class TurnBoNProvider(CustomLLM):
+    """A LiteLLM `CustomLLM` whose every completion is a Turn-BoN turn over the inner
+    model the id names. Takes the `TurnConfig` options by keyword, or `config=`."""
+
+    def __init__(self, *, config: TurnConfig | None = None, **options: Any) -> None:
+        super().__init__()
+        self.config = turn_config(config, **options)
+        self.name = PROVIDER_NAME
+        self._engines: dict[tuple[str, str], TurnEngine] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ engines, loop
+
+    def engine(self, model: str, connection: dict[str, Any]) -> TurnEngine:
+        """The engine for `model` on `connection` (api_base, api_key, ...), made once."""
+        digest = hashlib.sha256(json.dumps(connection, sort_keys=True).encode()).hexdigest()
+        with self._lock:
+            engine = self._engines.get((model, digest))
+            if engine is None:
+                kwargs = {**reveal_secrets(self.config.completion_kwargs or {}), **connection}
+                config = turn_config(self.config, completion_kwargs=kwargs)
+                engine = self._engines[(model, digest)] = TurnEngine.from_config(model, config)
+            return engine
+
+    def _portal(self) -> asyncio.AbstractEventLoop:
+        """The provider's own event loop, started on first use in a daemon thread."""
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="turnbon-provider", daemon=True
+                ).start()
+                self._loop = loop
+            return self._loop
+
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Runs `coro` on the provider's loop and waits for it (sync callers)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._portal()).result()
+
+    async def _arun(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Runs `coro` on the provider's loop; cancelling the caller cancels it."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._portal()))
+
+    def close(self) -> None:
+        """Stops the provider's loop (a later call starts a new one)."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+
+    # ------------------------------------------------------------------ one turn
+
+    async def turn(self, call: dict[str, Any]) -> AIMessage:
+        """The chosen message for LiteLLM's handler arguments `call`. Failures become
+        `CustomLLMError`s with an HTTP status (400 for a bad request, 502 when every
+        candidate failed upstream), their text free of keys."""
+        connection = _connection(call)
+        try:
+            request = parse_chat_request(
+                {
+                    **(call.get("optional_params") or {}),
+                    "model": call["model"],
+                    "messages": call["messages"],
+                },
+                allowed=None,
+            )
+            engine = self.engine(call["model"], connection)
+            return await engine.run(
+                request.messages, tools=request.tools, extra=request.settings or None
+            )
+        except ConfigurationError as exc:
+            raise _error(400, exc, connection) from None
+        except AllCandidatesFailedError as exc:
+            raise _error(502, exc, connection) from None
+
+    def _response(self, message: AIMessage, call: dict[str, Any]) -> ModelResponse:
+        body = chat_completion(message, model=f"{self.name}/{call['model']}")
+        record = body.pop(RECORD_FIELD, None)
+        response = ModelResponse(**body)
+        response._hidden_params[RECORD_FIELD] = record
+        return response
+
+    def _chunks(self, message: AIMessage, call: dict[str, Any]) -> Iterator[GenericStreamingChunk]:
+        """The chosen message as LiteLLM's generic stream chunks (from the OpenAI ones);
+        the last carries the turn's usage (its record: `turnbon_record(message)` of the
+        chosen message is not reachable through a stream, so it rides on the chunk)."""
+        for chunk in chat_completion_chunks(message, model=f"{self.name}/{call['model']}"):
+            choice = chunk["choices"][0]
+            delta = choice["delta"]
+            calls = delta.get("tool_calls") or [None]
+            finish = choice["finish_reason"]
+            yield GenericStreamingChunk(
+                text=delta.get("content") or "",
+                tool_use=_tool_use(calls[0]),
+                is_finished=finish is not None,
+                finish_reason=finish or "",
+                usage=chunk.get("usage"),
+                index=0,
+                provider_specific_fields=(
+                    {RECORD_FIELD: chunk[RECORD_FIELD]} if RECORD_FIELD in chunk else None
+                ),
+            )
+
+    # ------------------------------------------------------------------ LiteLLM's hooks
+
+    def completion(self, *args: Any, **call: Any) -> ModelResponse:
+        return self._response(self._run(self.turn(call)), call)
+
+    async def acompletion(self, *args: Any, **call: Any) -> ModelResponse:
+        return self._response(await self._arun(self.turn(call)), call)
+
+    def streaming(self, *args: Any, **call: Any) -> Iterator[GenericStreamingChunk]:
+        yield from self._chunks(self._run(self.turn(call)), call)
+
+    async def astreaming(  # type: ignore[override]  # an async generator, as LiteLLM calls it
+        self, *args: Any, **call: Any
+    ) -> AsyncIterator[GenericStreamingChunk]:
+        message = await self._arun(self.turn(call))
+        for chunk in self._chunks(message, call):
+            yield chunk
+
+
+def _tool_use(delta: dict[str, Any] | None) -> ChatCompletionToolCallChunk | None:
+    if delta is None:
+        return None
+    function = delta["function"]
+    return ChatCompletionToolCallChunk(
+        id=delta.get("id"),
+        type="function",
+        function={"name": function.get("name"), "arguments": function["arguments"]},
+        index=delta["index"],
+    )
+
+
+def _connection(call: dict[str, Any]) -> dict[str, Any]:
+    """The inner model's connection settings from LiteLLM's handler arguments."""
+    params = call.get("litellm_params") or {}
+    connection: dict[str, Any] = {
+        "api_base": call.get("api_base"),
+        "api_key": call.get("api_key"),
+        "extra_headers": dict(call.get("headers") or {}) or None,
+        "api_version": params.get("api_version"),
+        "organization": params.get("organization"),
+    }
+    return {k: v for k, v in connection.items() if v is not None}
+
+
+def _error(status: int, exc: Exception, connection: dict[str, Any]) -> CustomLLMError:
+    message = redact(str(exc), secret_values(connection))
+    return CustomLLMError(status_code=status, message=message)  # type: ignore[no-untyped-call]
+
+
+def register(provider: TurnBoNProvider, name: str = PROVIDER_NAME) -> TurnBoNProvider:
+    """Adds `provider` to `litellm.custom_provider_map` as `name` (replacing one of the
+    same name), so `model="<name>/<inner model id>"` reaches it. Returns `provider`."""
+    if not isinstance(provider, TurnBoNProvider):
+        raise ConfigurationError(f"register takes a TurnBoNProvider, got {provider!r}")
+    provider.name = name
+    kept = [entry for entry in litellm.custom_provider_map if entry.get("provider") != name]
+    litellm.custom_provider_map = [*kept, {"provider": name, "custom_handler": provider}]
+    return provider
+
+
+def turnbon_record(response: Any) -> TurnRecord | None:
+    """The turn record of a `ModelResponse` (or a stream chunk) the provider returned."""
+    data = (getattr(response, "_hidden_params", None) or {}).get(RECORD_FIELD)
+    return TurnRecord.model_validate(data) if data else None
