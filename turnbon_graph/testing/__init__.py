@@ -30,6 +30,7 @@ from turnbon_graph.testing.replies import (
     choice,
     error,
     is_selector_request,
+    last_user_text,
     tool_call,
 )
 from turnbon_graph.testing.server import StubServer
@@ -44,5 +45,6 @@ __all__ = [
     "choice",
     "error",
     "is_selector_request",
+    "last_user_text",
     "tool_call",
 ]

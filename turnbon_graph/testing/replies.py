@@ -24,6 +24,7 @@ __all__ = [
     "choice",
     "error",
     "is_selector_request",
+    "last_user_text",
     "tool_call",
 ]
 
@@ -203,3 +204,13 @@ def is_selector_request(request: CapturedRequest) -> bool:
     if not isinstance(first, dict) or first.get("role") != "system":
         return False
     return _message_text(first.get("content")).lstrip().startswith(SELECTOR_PROMPT_PREFIX)
+
+
+def last_user_text(request: CapturedRequest) -> str:
+    """The text of the request's last user message (its text parts joined), or "" when
+    it has none: what a responder that answers the question asked reads."""
+    messages = (request.body or {}).get("messages")
+    if not isinstance(messages, list):
+        return ""
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    return _message_text(users[-1].get("content")) if users else ""
