@@ -142,9 +142,13 @@ def _masked(hidden: Iterable[Path]) -> list[str]:
 class Session:
     """One long-lived `bwrap` and the namespaces of its PID 1, held open as fds."""
 
-    def __init__(self, keeper: subprocess.Popen[bytes], pidfd: int, fds: dict[str, int]) -> None:
+    def __init__(
+        self, keeper: subprocess.Popen[bytes], pidfds: list[int], fds: dict[str, int]
+    ) -> None:
         self.keeper = keeper
-        self._pidfd = pidfd
+        self._pidfds = pidfds
+        """PID 1, then its first child (the process that waits): once either is gone
+        the sandbox is ending, and no command may enter it."""
         self._fds = fds
 
     @classmethod
@@ -208,9 +212,11 @@ class Session:
     def _attach(cls, keeper: subprocess.Popen[bytes], pid: int, info: dict[str, Any]) -> Session:
         """Pins PID 1 with a pidfd, then opens its namespaces; the inodes bwrap reported
         prove the pid was not reused meanwhile."""
-        pidfd = os.pidfd_open(pid)
+        pidfds = [os.pidfd_open(pid)]
         fds: dict[str, int] = {}
         try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            pidfds.append(os.pidfd_open(int(children[0])))
             for name in NAMESPACES:
                 theirs = os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC)
                 if os.fstat(theirs).st_ino == os.stat(f"/proc/self/ns/{name}").st_ino:
@@ -220,17 +226,21 @@ class Session:
                 reported = info.get(f"{name}-namespace")
                 if reported is not None and os.fstat(theirs).st_ino != reported:
                     raise SandboxError("the sandbox's PID 1 ended while it started; retry")
-            if _exited(pidfd):
+            if any(_exited(fd) for fd in pidfds):
                 raise SandboxError("the sandbox's PID 1 ended while it started; retry")
+        except (OSError, IndexError) as exc:
+            for fd in [*pidfds, *fds.values()]:
+                os.close(fd)
+            raise SandboxError(f"the sandbox ended while it started ({exc}); retry") from exc
         except BaseException:
-            for fd in [pidfd, *fds.values()]:
+            for fd in [*pidfds, *fds.values()]:
                 os.close(fd)
             raise
-        return cls(keeper, pidfd, fds)
+        return cls(keeper, pidfds, fds)
 
     @property
     def alive(self) -> bool:
-        return self._pidfd >= 0 and not _exited(self._pidfd)
+        return bool(self._pidfds) and not any(_exited(fd) for fd in self._pidfds)
 
     @property
     def fds(self) -> list[int]:
@@ -248,18 +258,19 @@ class Session:
     def end(self, timeout: float = 10.0) -> bool:
         """SIGKILLs PID 1, so the kernel kills every process of the namespace; True once
         it is gone (blocking)."""
-        if self._pidfd < 0:
+        if not self._pidfds:
             return True
+        init = self._pidfds[0]
         with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        gone = bool(select.select([self._pidfd], [], [], timeout)[0])
+            signal.pidfd_send_signal(init, signal.SIGKILL)
+        gone = bool(select.select([init], [], [], timeout)[0])
         with contextlib.suppress(ProcessLookupError):
             self.keeper.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.keeper.wait(timeout)
-        for fd in [self._pidfd, *self._fds.values()]:
+        for fd in [*self._pidfds, *self._fds.values()]:
             os.close(fd)
-        self._pidfd = -1
+        self._pidfds = []
         self._fds = {}
         return gone
 

@@ -14,15 +14,19 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.integration_tests.test_terminal_sandbox import ends, marker, pids_named
+from tests.integration_tests.test_terminal_sandbox import (
+    ends,
+    marker,
+    pids_named,
+    shared_tmp,  # noqa: F401 (a fixture)
+)
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode
 
 FAKE_KEY = "sk-test-isolation-6b1f0d"
@@ -128,20 +132,9 @@ async def test_a_background_loop_cannot_rewrite_the_tests_it_is_verified_by(
     assert "1 failed" in verdict.output
 
 
-@pytest.fixture
-def shared_tmp() -> Iterator[Path]:
-    """A folder every user can pass through (pytest's tmp_path is private to us), for
-    work roots and, as nobody, everything."""
-    folder = Path(tempfile.mkdtemp(prefix="turnbon-isolation-"))
-    folder.chmod(0o711)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 async def test_runs_with_different_work_roots_cannot_see_or_kill_each_other(
-    tmp_path: Path, shared_tmp: Path
+    tmp_path: Path,
+    shared_tmp: Path,  # noqa: F811 (the fixture imported above)
 ) -> None:
     name = marker()
     tasks = write_task(tmp_path / "tasks")
@@ -219,7 +212,9 @@ def _unprivileged_python() -> tuple[str, list[str]] | None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs as root, then setpriv's to nobody")
-async def test_the_same_isolation_as_an_unprivileged_user(shared_tmp: Path) -> None:
+async def test_the_same_isolation_as_an_unprivileged_user(
+    shared_tmp: Path,  # noqa: F811 (the fixture imported above)
+) -> None:
     tmp_path = shared_tmp
     found = await asyncio.to_thread(_unprivileged_python)
     if found is None:
