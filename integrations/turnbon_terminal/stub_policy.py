@@ -8,8 +8,15 @@ solution when one is shown, else the first. So one sample (N=1) gives up before 
 more often than the best of four (N=4): the benchmark pipeline runs end to end without a
 model and shows a real difference between the settings.
 
-Draws are seeded by the request's content (call ids left out) and a counter of how many
-times that content was seen, so the N identical requests of one turn differ.
+Draws are seeded by `seed`, the request's content and a counter of how many times that
+content was seen, so the N identical requests of one turn differ. The content is what
+the policy acts on: the user's messages and the actions so far, not the tool outputs
+(timestamps, sandbox paths and uids differ from run to run) nor call ids (random). When
+no candidate runs the solution the selector picks by a seeded hash of the actions, not
+by position, so the order in which a turn's N answers arrive changes nothing. With
+episodes run one at a time (`turnbon bench --concurrency 1`) the same seed gives the same
+run; with several at once, the episodes of one task draw from one counter in the order
+their requests arrive, so the numbers differ in details between runs.
 """
 
 from __future__ import annotations
@@ -117,6 +124,7 @@ class StubPolicy:
 
         shown = _text(messages[-1].get("content")) if messages else ""
         choice, reason = 0, "no candidate runs the reference solution; taking the first"
+        ranked: list[tuple[str, int]] = []
         for index, body in _BLOCK.findall(shown):
             try:
                 action = json.loads(body)
@@ -126,7 +134,17 @@ class StubPolicy:
             if any(c.get("args", {}).get("command") in self.solutions for c in calls):
                 choice, reason = int(index), "it runs the reference solution"
                 break
+            ranked.append((self._rank(action), int(index)))
+        else:
+            if ranked:  # by the actions, not their places: the same pick in any order
+                choice = min(ranked)[1]
+                reason = "no candidate runs the reference solution; taking a seeded pick"
         return chat_completion(json.dumps({"reason": reason, "selected_index": choice}))
+
+    def _rank(self, action: dict[str, Any]) -> str:
+        calls = [(c.get("name"), c.get("args")) for c in action.get("tool_calls") or []]
+        key = json.dumps([action.get("content"), calls], sort_keys=True, default=str)
+        return hashlib.sha256(f"{self.seed}|{key}".encode()).hexdigest()
 
 
 def stub_policy(
@@ -173,7 +191,12 @@ def _commands_run(messages: list[dict[str, Any]]) -> set[str]:
 
 
 def _normalised(messages: list[dict[str, Any]]) -> list[Any]:
-    return [[m.get("role"), _text(m.get("content")), _calls(m)] for m in messages]
+    """What a request's draws depend on: each message's role, text and calls (names and
+    arguments, not ids), a tool output's text left out (it differs between runs)."""
+    return [
+        [m.get("role"), "" if m.get("role") == "tool" else _text(m.get("content")), _calls(m)]
+        for m in messages
+    ]
 
 
 def _inspections(task: TerminalTask) -> list[str]:
