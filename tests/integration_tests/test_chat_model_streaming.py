@@ -121,6 +121,7 @@ def test_stream_picks_the_selected_candidate_and_reports_progress_on_its_run(
     script_distinct(stub, pick=2)
     progress = Progress()
     chunks = list(make_model(stub).stream("Which?", config={"callbacks": [progress]}))
+    assert len(chunks) > 1 and all(isinstance(c, AIMessageChunk) for c in chunks)
     total = added(chunks)
     record = turn_record(total)
     assert record is not None and record.permutation is not None
@@ -183,3 +184,45 @@ async def test_only_the_chosen_message_reaches_a_graphs_message_stream(stub: Stu
     record = turn_record(message)
     assert record is not None
     assert message.content == record.candidates[record.selected_index].content
+
+
+class Everything(BaseCallbackHandler):
+    """Keeps the repr of every callback payload."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        self.seen.append(repr((args, kwargs)))
+
+    def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
+        self.seen.append(repr((args, kwargs)))
+
+    def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
+        self.seen.append(repr((args, kwargs)))
+
+    def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
+        self.seen.append(repr((args, kwargs)))
+
+    def on_custom_event(self, *args: Any, **kwargs: Any) -> None:
+        self.seen.append(repr((args, kwargs)))
+
+
+def test_no_payload_of_a_streamed_turn_shows_a_key(stub: StubServer) -> None:
+    script_distinct(stub, pick=0)
+    secrets = ("sk-generator-secret-1", "sk-selector-secret-2")
+    model = ChatTurnBoN(
+        model="openai/stub",
+        n=N,
+        selector="openai/judge",
+        completion_kwargs=stub_kwargs(stub.base_url, api_key=secrets[0]),
+        selector_kwargs=stub_kwargs(stub.base_url, api_key=secrets[1]),
+    )
+    everything = Everything()
+    list(model.stream("Which?", config={"callbacks": [everything]}))
+    # The chat run, its tokens, its progress events and the selector's run all reported.
+    assert len(everything.seen) > N + 4
+    assert any("turnbon_selector" in seen for seen in everything.seen)
+    for secret in secrets:
+        assert not any(secret in seen for seen in everything.seen)
+    assert {r.header("Authorization") for r in stub.requests} == {f"Bearer {s}" for s in secrets}
