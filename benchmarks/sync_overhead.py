@@ -1,11 +1,11 @@
 """What the sync entry points cost over the async ones: the same agent episode through
 `invoke` and through `ainvoke`, on the loopback stub.
 
-The sync nodes run the engine's coroutine through `run_sync` (a fresh event loop per
-node call). Each round runs one episode each way, in alternating order, so drift on a
-shared machine hits both sides; the script reports the per-round ratio sync / async
-(median and quartiles) and the extra milliseconds per turn. LiteLLM's logging worker
-warns each time it moves to a new loop; the script silences that noise.
+The sync nodes run the engine's coroutine through `run_sync` (on one background event
+loop for the process). Each round runs one episode each way, in alternating order, so
+drift on a shared machine hits both sides; the script reports the per-round ratio
+sync / async (median and quartiles) and the extra milliseconds per turn. LiteLLM's
+logging worker warns when it moves between the two loops; the script silences that.
 
     python benchmarks/sync_overhead.py                 # N=4, 3 tool turns, 20 ms, 15 rounds
     python benchmarks/sync_overhead.py --latency 0 --rounds 30
