@@ -61,6 +61,13 @@ def chosen_city(stub: StubServer, pick: int) -> str:
     return str(json.loads(displayed(selection)[pick]["content"])["city"])
 
 
+async def ask(stub: StubServer, method: str, pick: int, schema: type = Destination) -> Any:
+    """The structured answer by `method`, the selector picking display position `pick`."""
+    script_json(stub, pick)
+    chat = make_model(stub).with_structured_output(schema, method=method)  # type: ignore[arg-type]
+    return await chat.ainvoke("Where? Answer in JSON with a city key.")
+
+
 def response_formats(stub: StubServer) -> list[Any]:
     return [r.body.get("response_format") for r in generator_requests(stub.requests) if r.body]
 
@@ -68,12 +75,7 @@ def response_formats(stub: StubServer) -> list[Any]:
 async def test_json_schema_sends_the_schema_and_parses_the_chosen_answer(
     stub: StubServer,
 ) -> None:
-    script_json(stub, pick=2)
-    result = (
-        await make_model(stub)
-        .with_structured_output(Destination, method="json_schema")
-        .ainvoke("Where?")
-    )
+    result = await ask(stub, "json_schema", pick=2)
     assert isinstance(result, Destination)
     assert result.city == chosen_city(stub, 2)
     formats = response_formats(stub)
@@ -89,19 +91,12 @@ async def test_json_schema_sends_the_schema_and_parses_the_chosen_answer(
 
 
 async def test_json_schema_with_a_typeddict_gives_a_dict(stub: StubServer) -> None:
-    script_json(stub, pick=0)
-    chat = make_model(stub).with_structured_output(DestinationDict, method="json_schema")
-    result = await chat.ainvoke("Where?")
+    result = await ask(stub, "json_schema", pick=0, schema=DestinationDict)
     assert result == {"city": chosen_city(stub, 0)}
 
 
 async def test_json_mode_asks_for_a_json_object(stub: StubServer) -> None:
-    script_json(stub, pick=1)
-    result = (
-        await make_model(stub)
-        .with_structured_output(Destination, method="json_mode")
-        .ainvoke("Where? Answer in JSON with a city key.")
-    )
+    result = await ask(stub, "json_mode", pick=1)
     assert isinstance(result, Destination)
     assert result.city == chosen_city(stub, 1)
     assert response_formats(stub) == [{"type": "json_object"}] * N
