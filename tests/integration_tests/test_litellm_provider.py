@@ -61,13 +61,20 @@ def choosing(target: str) -> Any:
 
 
 def script_turns(
-    stub: StubServer, commands: tuple[str, ...] = COMMANDS, chosen: str = CHOSEN
+    stub: StubServer,
+    commands: tuple[str, ...] = COMMANDS,
+    chosen: str = CHOSEN,
+    *,
+    text: bool = False,
 ) -> None:
-    """Generator calls propose `commands` in turn (by arrival); the selector picks `chosen`."""
+    """Generator calls propose `commands` in turn (by arrival), as shell tool calls or
+    (`text`) as plain answers; the selector picks the one with `chosen`."""
     counter = itertools.count()
 
     def generator(request: CapturedRequest) -> dict[str, Any]:
         command = commands[next(counter) % len(commands)]
+        if text:
+            return chat_completion(command)
         return chat_completion(tool_calls=[tool_call("shell", {"command": command})])
 
     stub.route(is_selector_request, choosing(chosen))

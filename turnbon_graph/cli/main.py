@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from turnbon_graph.cli import analyze, bench, judge, report, rollouts
+from turnbon_graph.cli import analyze, bench, judge, report, rollouts, serve
 from turnbon_graph.cli import run as run_command
 
 Handler = Callable[[argparse.Namespace], int]
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn-level best-of-N sampling for LangGraph agents.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in (run_command, bench, report, judge, analyze, rollouts):
+    for command in (run_command, bench, report, judge, analyze, rollouts, serve):
         command.add_parser(commands)
     return parser
 

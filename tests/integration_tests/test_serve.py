@@ -1,0 +1,275 @@
+"""`turnbon serve` driven by the official OpenAI SDK: each chat completion is one
+Turn-BoN turn on the stub (3 candidates, 1 selector call), answered with the selector's
+choice; errors in OpenAI's shape; the bearer check; the CLI process and its shutdown."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai import OpenAI
+from pydantic import SecretStr
+
+from tests.integration_tests.test_litellm_provider import CHOSEN, TOOLS, counts, script_turns
+from turnbon_graph.config import turn_config
+from turnbon_graph.serve import BackgroundServer, ServeConfig
+from turnbon_graph.testing import StubResponse, StubServer, chat_completion, error
+
+UPSTREAM_KEY = "sk-upstream-secret-0123456789"
+MESSAGES: list[Any] = [{"role": "user", "content": "Where am I?"}]
+
+
+def serve_config(stub: StubServer, **fields: Any) -> ServeConfig:
+    options = fields.pop("options", {})
+    turn = turn_config(
+        n=3,
+        seed=0,
+        completion_kwargs={"api_base": stub.base_url, "api_key": UPSTREAM_KEY},
+        **options,
+    )
+    return ServeConfig(model="openai/stub", turn=turn, **fields)
+
+
+@pytest.fixture
+def server(stub: StubServer) -> Iterator[BackgroundServer]:
+    with BackgroundServer(serve_config(stub)) as running:
+        yield running
+
+
+def client_of(server: BackgroundServer, key: str = "none") -> OpenAI:
+    return OpenAI(base_url=server.base_url, api_key=key, max_retries=0)
+
+
+def test_a_plain_answer_is_the_selectors_choice_with_the_turns_usage(
+    stub: StubServer, server: BackgroundServer
+) -> None:
+    script_turns(stub, text=True)
+    response = client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert response.choices[0].message.content == CHOSEN
+    assert response.choices[0].finish_reason == "stop"
+    assert counts(stub) == (3, 1)
+    assert response.usage is not None
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (44, 28)
+    record = (response.model_extra or {})["turnbon"]
+    assert record["selector"] == "llm:openai/stub"
+    assert record["candidates"][record["selected_index"]]["content"] == CHOSEN
+    assert UPSTREAM_KEY not in json.dumps(record)
+
+
+def test_tools_and_tool_choice(stub: StubServer, server: BackgroundServer) -> None:
+    script_turns(stub)
+    forced = {"type": "function", "function": {"name": "shell"}}
+    response = client_of(server).chat.completions.create(
+        model="turnbon",
+        messages=MESSAGES,
+        tools=TOOLS,
+        tool_choice=forced,  # type: ignore[arg-type]
+    )
+    (call,) = response.choices[0].message.tool_calls or []
+    assert call.function.name == "shell"  # type: ignore[union-attr]
+    assert json.loads(call.function.arguments) == {"command": CHOSEN}  # type: ignore[union-attr]
+    assert response.choices[0].finish_reason == "tool_calls"
+    generator = [r.body for r in stub.requests if r.body and "tools" in r.body]
+    assert len(generator) == 3
+    assert all(b["tool_choice"] == forced and b["tools"] == TOOLS for b in generator)
+    assert all(r.header("authorization") == f"Bearer {UPSTREAM_KEY}" for r in stub.requests)
+
+
+def _streamed(client: OpenAI, **request: Any) -> tuple[str, list[tuple[str, str]], Any]:
+    content = ""
+    calls: dict[int, list[str]] = {}
+    usage = None
+    for chunk in client.chat.completions.create(stream=True, **request):
+        for choice in chunk.choices:
+            content += choice.delta.content or ""
+            for part in choice.delta.tool_calls or []:
+                entry = calls.setdefault(part.index, ["", ""])
+                if part.function is not None:
+                    entry[0] += part.function.name or ""
+                    entry[1] += part.function.arguments or ""
+        usage = chunk.usage or usage
+    return content, [(name, args) for name, args in (calls[i] for i in sorted(calls))], usage
+
+
+@pytest.mark.parametrize("tools", [None, TOOLS], ids=["plain", "tools"])
+def test_the_assembled_stream_equals_the_plain_answer(
+    stub: StubServer, server: BackgroundServer, tools: Any
+) -> None:
+    request: dict[str, Any] = {"model": "turnbon", "messages": MESSAGES}
+    if tools:
+        request["tools"] = tools
+    script_turns(stub, text=not tools)
+    plain = client_of(server).chat.completions.create(**request)
+    stub.reset()
+    script_turns(stub, text=not tools)
+    content, calls, usage = _streamed(client_of(server), **request)
+    message = plain.choices[0].message
+    assert content == (message.content or "")
+    assert calls == [(c.function.name, c.function.arguments) for c in message.tool_calls or []]  # type: ignore[union-attr]
+    assert usage == plain.usage
+
+
+def test_the_stream_is_server_sent_events_ending_in_done(
+    stub: StubServer, server: BackgroundServer
+) -> None:
+    script_turns(stub, text=True)
+    body = {"model": "turnbon", "messages": MESSAGES, "stream": True}
+    with httpx.stream("POST", f"{server.base_url}/chat/completions", json=body) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        text = response.read().decode()
+    events = [line for line in text.split("\n\n") if line]
+    assert events[-1] == "data: [DONE]"
+    last = json.loads(events[-2].removeprefix("data: "))
+    assert last["turnbon"]["selector"] == "llm:openai/stub" and last["usage"]["total_tokens"] == 72
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ('{"model": "turnbon", "messages": []}', "non-empty list"),
+        ("{not json", "not valid JSON"),
+        ('{"messages": [{"role": "user", "content": "x"}], "n": 2}', "n must be 1"),
+        ('{"messages": [{"role": "user", "content": "x"}], "api_base": "http://x"}', "api_base"),
+    ],
+)
+def test_a_bad_request_is_a_400_in_openais_error_shape(
+    stub: StubServer, server: BackgroundServer, content: str, says: str
+) -> None:
+    response = httpx.post(
+        f"{server.base_url}/chat/completions",
+        content=content,
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400
+    problem = response.json()["error"]
+    assert set(problem) >= {"message", "type", "code"} and says in problem["message"]
+    assert problem["type"] == "invalid_request_error"
+    assert stub.requests == []  # nothing went upstream
+
+
+def test_the_sdk_sees_a_bad_request_error(stub: StubServer, server: BackgroundServer) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client_of(server).chat.completions.create(model="turnbon", messages=[])
+    assert caught.value.status_code == 400
+
+
+def test_every_candidate_failing_upstream_is_a_502_and_the_server_stays_up(
+    stub: StubServer, server: BackgroundServer
+) -> None:
+    stub.script(error(401, f"invalid api key {UPSTREAM_KEY}"))
+    with pytest.raises(openai.APIStatusError) as caught:
+        client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert caught.value.status_code == 502
+    body: Any = caught.value.body
+    assert body["code"] == "all_candidates_failed" and "All 3 candidate call(s)" in body["message"]
+    assert UPSTREAM_KEY not in json.dumps(body)
+    stub.reset()
+    script_turns(stub, text=True)
+    answer = client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert answer.choices[0].message.content == CHOSEN
+
+
+def test_the_bearer_check_refuses_a_wrong_key(stub: StubServer) -> None:
+    script_turns(stub, text=True)
+    config = serve_config(stub, require_key=SecretStr("client-key-42"))
+    with BackgroundServer(config) as running:
+        with pytest.raises(openai.AuthenticationError) as caught:
+            client_of(running, "wrong").chat.completions.create(model="t", messages=MESSAGES)
+        assert caught.value.status_code == 401
+        with pytest.raises(openai.AuthenticationError):
+            client_of(running, "wrong").models.list()
+        assert stub.requests == []
+        answer = client_of(running, "client-key-42").chat.completions.create(
+            model="t", messages=MESSAGES
+        )
+        assert answer.choices[0].message.content == CHOSEN
+        assert httpx.get(running.base_url.removesuffix("/v1") + "/health").status_code == 200
+
+
+def test_models_and_health_answer(server: BackgroundServer) -> None:
+    assert [m.id for m in client_of(server).models.list()] == ["turnbon"]
+    health = httpx.get(server.base_url.removesuffix("/v1") + "/health")
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    missing = httpx.get(server.base_url + "/nothing-here")
+    assert missing.status_code == 404 and "error" in missing.json()
+
+
+def test_concurrent_requests_share_one_engines_concurrency_cap(stub: StubServer) -> None:
+    delay = 0.05
+    stub.script(StubResponse(body=chat_completion("same answer"), delay=delay))
+    config = serve_config(stub, options={"max_concurrency": 1})
+    with BackgroundServer(config) as running, ThreadPoolExecutor(4) as pool:
+        client = client_of(running)
+        answers = list(
+            pool.map(
+                lambda _: client.chat.completions.create(model="t", messages=MESSAGES), range(4)
+            )
+        )
+    assert all(a.choices[0].message.content == "same answer" for a in answers)
+    arrivals = sorted(r.received_at for r in stub.requests)
+    assert len(arrivals) == 12  # 4 requests x 3 candidates, unanimous: no selector call
+    # one call in flight at a time across all requests: each starts after the last ended
+    assert all(later - earlier >= delay * 0.99 for earlier, later in itertools.pairwise(arrivals))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_command_serves_and_finishes_in_flight_requests_on_sigterm(
+    stub: StubServer, tmp_path: Any
+) -> None:
+    stub.script(StubResponse(body=chat_completion("finished"), delay=0.5))
+    port = _free_port()
+    config = tmp_path / "serve.toml"
+    config.write_text(f'model = "openai/stub"\napi_base = "{stub.base_url}"\nn = 5\n')
+    env = {**os.environ, "TURNBON_TEST_UPSTREAM": UPSTREAM_KEY}
+    command = [sys.executable, "-m", "turnbon_graph.cli", "serve", "--config", str(config)]
+    command += ["-n", "2", "--api-key-env", "TURNBON_TEST_UPSTREAM", "--port", str(port)]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{base}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        health = httpx.get(f"{base}/health").json()
+        assert health["n"] == 2  # the flag over the file's n = 5
+        client = OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0)
+        answers: list[Any] = []
+        worker = threading.Thread(
+            target=lambda: answers.append(
+                client.chat.completions.create(model="turnbon", messages=MESSAGES)
+            )
+        )
+        worker.start()
+        while not stub.requests:  # the turn is in flight upstream
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        worker.join(timeout=60)
+        # uvicorn finishes the request, then ends the process by the signal it caught
+        assert process.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        if process.poll() is None:
+            process.kill()
+    _, stderr = process.communicate()
+    assert [a.choices[0].message.content for a in answers] == ["finished"]
+    assert stub.requests[0].header("authorization") == f"Bearer {UPSTREAM_KEY}"
+    assert UPSTREAM_KEY not in stderr and "Traceback" not in stderr

@@ -1,0 +1,220 @@
+"""`turnbon serve`: an OpenAI-compatible HTTP server whose every chat completion is one
+Turn-BoN turn (`turnbon_graph.serve`, the `serve` extra). Settings come from flags, then
+a TOML --config file with the same names (snake_case), then defaults; every turn option
+is a `TurnConfig` field, given by name (`-o max_concurrency=8` or in the file), so none
+is declared here a second time. Starlette, uvicorn and LiteLLM load only in `run`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from turnbon_graph.cli.arguments import INTERRUPTED, SHARED, add_flags, subcommand
+
+SETTINGS: dict[str, Any] = {
+    "model": None,
+    "api_base": None,
+    "api_key_env": None,
+    "selector": None,
+    "selector_api_base": None,
+    "temperature": None,
+    "host": "127.0.0.1",
+    "port": 8000,
+    "name": "turnbon",
+    "require_key_env": None,
+    "shutdown_timeout": 30.0,
+}
+"""The server's own settings (a --config file may set them, and any turn option)."""
+
+_TURN_FLAGS = ("n", "seed", "timeout", "tool_calling")
+"""Turn options that are also shared flags of the other commands."""
+
+EPILOG = (
+    "Turn options: every other TurnConfig option (the README's Options table) by name, "
+    "with -o NAME=VALUE (repeatable) or in the --config file: -o max_concurrency=8 "
+    "-o rate_limit=5 -o 'adaptive={\"first_batch\": 2}'. A VALUE is read as JSON (numbers, "
+    "true/false, lists, objects), else as a string. Upstream keys come from the "
+    "environment (OPENAI_API_KEY, ...) or --api-key-env; neither is ever logged. "
+    "On SIGTERM or SIGINT in-flight requests finish (up to --shutdown-timeout), then the "
+    "process ends by that signal (SIGINT: exit code 130). Exit codes: 1 the server could "
+    "not start; 2 bad input (a bad flag, option or --config file)."
+)
+
+
+def add_parser(commands: Any) -> None:
+    parser = subcommand(
+        commands,
+        "serve",
+        help="serve Turn-BoN as an OpenAI-compatible chat-completions endpoint",
+        description=(
+            "Serve POST /v1/chat/completions (tools, tool_choice, stream), GET /v1/models "
+            "and GET /health: each request is one Turn-BoN turn of --model (N candidates, "
+            "a selector, the chosen action), answered as an ordinary chat completion with "
+            'the turn record in a top-level "turnbon" field. Point a harness at it as '
+            "model openai/<--name> with api_base http://HOST:PORT/v1."
+        ),
+        epilog=EPILOG,
+    )
+    serve_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """`turnbon serve`'s flags."""
+    parser.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of these settings")
+    SHARED["model"].add(
+        parser, help="the LiteLLM model id every turn samples from (e.g. openai/gpt-4o-mini)"
+    )
+    add_flags(parser, "api_base", "n", "selector", "selector_api_base", "seed")
+    add_flags(parser, "temperature", "tool_calling", "timeout")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="the environment variable holding the upstream api_key (default: LiteLLM "
+        "reads the provider's own, e.g. OPENAI_API_KEY)",
+    )
+    parser.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a turn option by name (see below)",
+    )
+    parser.add_argument("--host", default=SETTINGS["host"], help="the address to listen on")
+    parser.add_argument(
+        "--port", type=int, default=SETTINGS["port"], help="the port to listen on (0: any free)"
+    )
+    parser.add_argument(
+        "--name", default=SETTINGS["name"], help="the model id GET /v1/models lists"
+    )
+    parser.add_argument(
+        "--require-key-env",
+        metavar="NAME",
+        help="clients must send this environment variable's value as their bearer key",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=SETTINGS["shutdown_timeout"],
+        metavar="S",
+        help="on SIGTERM/SIGINT, seconds in-flight requests get before they are cancelled",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """`turnbon serve`: serves until SIGTERM or SIGINT."""
+    from turnbon_graph.errors import ConfigurationError
+
+    settings, options = serve_settings(args)
+    try:
+        from turnbon_graph.serve import ServeConfig, run_server
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"turnbon serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'turnbon-graph[serve]'"
+        ) from None
+    config = ServeConfig(
+        model=settings["model"],
+        turn=turn_settings(settings, options),
+        name=settings["name"],
+        host=settings["host"],
+        port=settings["port"],
+        require_key=_secret(settings["require_key_env"], "--require-key-env"),
+        shutdown_timeout=settings["shutdown_timeout"],
+    )
+    print(
+        f"turnbon serve: {config.model} (n={config.turn.n}) as {config.name!r} on "
+        f"http://{config.host}:{config.port}/v1",
+        file=sys.stderr,
+    )
+    try:
+        run_server(config)
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it caught, once it has stopped
+        return INTERRUPTED
+    return 0
+
+
+def serve_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The server's settings and the turn options: flags over the --config file over the
+    defaults (the file's values become the parser's defaults, and the command line is
+    read again)."""
+    from turnbon_graph.errors import ConfigurationError
+
+    values = _config_file(args.config) if args.config is not None else {}
+    argv: list[str] = list(getattr(args, "argv", None) or [])
+    if values and argv[:1] == ["serve"]:
+        parser = argparse.ArgumentParser(prog="turnbon serve")
+        serve_arguments(parser)
+        parser.set_defaults(**{k: v for k, v in values.items() if k in (*SETTINGS, *_TURN_FLAGS)})
+        args = parser.parse_args(argv[1:])
+    settings = {name: getattr(args, name) for name in SETTINGS}
+    if not settings["model"]:
+        raise ConfigurationError(
+            "serve needs --model (a LiteLLM model id, e.g. openai/gpt-4o-mini), or `model` "
+            "in the --config file"
+        )
+    options = {k: v for k, v in values.items() if k not in (*SETTINGS, *_TURN_FLAGS)}
+    options.update({name: getattr(args, name) for name in _TURN_FLAGS})
+    for given in args.option or ():
+        name, sep, text = given.partition("=")
+        if not sep or not name.strip():
+            raise ConfigurationError(f"-o takes NAME=VALUE, got {given!r}")
+        try:
+            options[name.strip()] = json.loads(text)
+        except ValueError:
+            options[name.strip()] = text
+    return settings, {k: v for k, v in options.items() if v is not None}
+
+
+def turn_settings(settings: dict[str, Any], options: dict[str, Any]) -> Any:
+    """The `TurnConfig` the server runs: the turn options, with the generator's
+    connection (--api-base, the --api-key-env key, --temperature) and the selector."""
+    from turnbon_graph.cli.models import make_selector, selector_kwargs
+    from turnbon_graph.config import turn_config
+    from turnbon_graph.errors import ConfigurationError
+
+    completion = dict(options.pop("completion_kwargs", None) or {})
+    connection = {
+        "api_base": settings["api_base"],
+        "api_key": _secret(settings["api_key_env"], "--api-key-env", reveal=True),
+        "temperature": settings["temperature"],
+    }
+    completion.update({k: v for k, v in connection.items() if v is not None})
+    selector = make_selector(settings["selector"], options.get("seed"))
+    kwargs = selector_kwargs(selector, None, settings["selector_api_base"])
+    if kwargs is not None:
+        options["selector_kwargs"] = {**(options.get("selector_kwargs") or {}), **kwargs}
+    if "selector" in options:
+        raise ConfigurationError("give the selector with --selector (or `selector` in the file)")
+    return turn_config(selector=selector, completion_kwargs=completion or None, **options)
+
+
+def _secret(env: str | None, flag: str, *, reveal: bool = False) -> Any:
+    """The value of environment variable `env` (a `SecretStr` unless `reveal`), or None."""
+    from pydantic import SecretStr
+
+    from turnbon_graph.errors import ConfigurationError
+
+    if env is None:
+        return None
+    value = os.environ.get(env)
+    if not value:
+        raise ConfigurationError(f"{flag} {env}: {env} is not set in the environment; set it")
+    return value if reveal else SecretStr(value)
+
+
+def _config_file(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    from turnbon_graph.errors import ConfigurationError
+
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigurationError(f"no config file at {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"{path} is not valid TOML: {exc}") from None

@@ -1,0 +1,199 @@
+"""The OpenAI-compatible HTTP app behind `turnbon serve`: every chat completion is one
+Turn-BoN turn of the served model, answered with the chosen action.
+
+`POST /v1/chat/completions` (tools, `tool_choice`, `stream: true` as server-sent events
+ending in `data: [DONE]`), `GET /v1/models`, `GET /health`. The turn record is the
+response's top-level `"turnbon"` field (on the last chunk when streaming). Errors come in
+OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`: 400 for a malformed
+body or a bad option, 401 for a wrong key, 502 when every candidate failed upstream, 500
+for anything else, and nothing a request does stops the server. One engine serves every
+request, so concurrent requests share its `max_concurrency` and `rate_limit`. A client
+that goes away cancels its turn (and the upstream calls in flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from turnbon_graph.client import load_litellm, redact, secret_values
+from turnbon_graph.config import reveal_secrets
+from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
+from turnbon_graph.openai_format import (
+    ChatRequest,
+    chat_completion,
+    chat_completion_chunks,
+    parse_chat_request,
+)
+from turnbon_graph.serve.config import ServeConfig
+from turnbon_graph.turn import TurnEngine, turn_record
+
+__all__ = ["create_app", "error_response"]
+
+log = logging.getLogger("turnbon.serve")
+
+CLIENT_GONE = 499
+"""The status logged for a request whose client left before its turn was chosen."""
+
+
+def error_response(status: int, message: str, kind: str, code: str) -> JSONResponse:
+    """An error in OpenAI's shape."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Starlette:
+    """The app serving `config.model` with `config.turn` (or a ready `engine`)."""
+    service = _Service(config, engine or TurnEngine.from_config(config.model, config.turn))
+    chat = Route("/v1/chat/completions", service.chat, methods=["POST"])
+    routes = [
+        chat,
+        Route("/chat/completions", service.chat, methods=["POST"]),
+        Route("/v1/models", service.models, methods=["GET"]),
+        Route("/models", service.models, methods=["GET"]),
+        Route("/health", service.health, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: _http_error},
+        lifespan=service.lifespan,
+    )
+    app.state.engine = service.engine
+    return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    message = f"no endpoint {request.method} {request.url.path}"
+    if status == 405:
+        message = f"{request.url.path} does not take {request.method}"
+    hint = "; the endpoints are POST /v1/chat/completions, GET /v1/models, GET /health"
+    return error_response(status, message + hint, "invalid_request_error", "not_found")
+
+
+class _Service:
+    """The handlers, around one engine."""
+
+    def __init__(self, config: ServeConfig, engine: TurnEngine) -> None:
+        self.config = config
+        self.engine = engine
+        kwargs = reveal_secrets(config.turn.completion_kwargs or {})
+        self._secrets = secret_values(kwargs)
+        key = config.require_key
+        self._key = key.get_secret_value().encode() if key is not None else None
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await load_litellm()  # off the loop, before the first request pays for it
+        log.info("serving %s as %r, n=%d", self.config.model, self.config.name, self.config.turn.n)
+        yield
+
+    def _refused(self, request: Request) -> Response | None:
+        if self._key is None:
+            return None
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self._key):
+            return None
+        return error_response(
+            401,
+            "missing or wrong API key: send the server's key as 'Authorization: Bearer <key>' "
+            "(the OpenAI SDK's api_key)",
+            "authentication_error",
+            "invalid_api_key",
+        )
+
+    async def models(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        entry = {"id": self.config.name, "object": "model", "created": 0, "owned_by": "turnbon"}
+        return JSONResponse({"object": "list", "data": [entry]})
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": self.config.name, "n": self.config.turn.n})
+
+    async def chat(self, request: Request) -> Response:
+        if (refused := self._refused(request)) is not None:
+            return refused
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return error_response(
+                400, "the request body is not valid JSON", "invalid_request_error", "invalid_json"
+            )
+        try:
+            chat = parse_chat_request(body)
+        except ConfigurationError as exc:
+            return error_response(400, str(exc), "invalid_request_error", "invalid_request")
+        try:
+            message = await self._turn(request, chat)
+        except ConfigurationError as exc:
+            return error_response(400, self._clean(exc), "invalid_request_error", "invalid_request")
+        except AllCandidatesFailedError as exc:
+            log.warning("turn failed upstream: %s", self._clean(exc))
+            return error_response(502, self._clean(exc), "upstream_error", "all_candidates_failed")
+        except Exception as exc:  # a bug or an unexpected failure: answer, stay up
+            log.error("turn failed: %s: %s", type(exc).__name__, self._clean(exc))
+            text = f"the turn failed: {type(exc).__name__}: {self._clean(exc)}"
+            return error_response(500, text, "server_error", "internal_error")
+        if message is None:
+            return Response(status_code=CLIENT_GONE)
+        name = chat.model or self.config.name
+        if chat.stream:
+            chunks = chat_completion_chunks(message, model=name)
+            return StreamingResponse(_events(chunks), media_type="text/event-stream")
+        return JSONResponse(chat_completion(message, model=name))
+
+    async def _turn(self, request: Request, chat: ChatRequest) -> AIMessage | None:
+        """The chosen message, or None when the client left first (its turn cancelled)."""
+        turn = asyncio.create_task(
+            self.engine.run(chat.messages, tools=chat.tools, extra=chat.settings or None)
+        )
+        gone = asyncio.create_task(_disconnected(request))
+        try:
+            await asyncio.wait({turn, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when this handler is cancelled (shutdown)
+            gone.cancel()
+            if not turn.done():
+                turn.cancel()
+                await asyncio.gather(turn, return_exceptions=True)
+        if turn.cancelled():
+            return None
+        message = turn.result()
+        if (record := turn_record(message)) is not None:
+            log.info(
+                "turn %s: %d/%d candidates, %s chose %d",
+                record.turn_id[:8],
+                record.n_ok,
+                record.n_requested,
+                record.selector,
+                record.selected_index,
+            )
+        return message
+
+    def _clean(self, exc: BaseException) -> str:
+        return redact(str(exc), self._secrets)
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has gone (the body has been read, so nothing else comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _events(chunks: list[dict[str, Any]]) -> AsyncIterator[str]:
+    for chunk in chunks:
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"

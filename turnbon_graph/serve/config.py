@@ -1,0 +1,46 @@
+"""What `turnbon serve` runs: the inner model, its turn options (one `TurnConfig`), where
+it listens and who may call it. Built by the command from flags and a TOML file, or by
+hand for an app of your own (`create_app(ServeConfig(...))`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import SecretStr
+
+from turnbon_graph.config import TurnConfig
+from turnbon_graph.errors import ConfigurationError
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServeConfig"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """One served model. `model` is the inner LiteLLM model id every turn samples from,
+    on the connection in `turn.completion_kwargs` (`api_base`, `api_key`); `name` is the
+    id `GET /v1/models` lists (requests may name any model: the answer is this one's).
+    With `require_key`, clients must send `Authorization: Bearer <require_key>`."""
+
+    model: str
+    turn: TurnConfig = field(default_factory=TurnConfig)
+    name: str = "turnbon"
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    require_key: SecretStr | None = None
+    shutdown_timeout: float = 30.0
+    """Seconds in-flight requests get to finish on SIGTERM/SIGINT before they are cancelled."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigurationError(
+                "serve needs a model: a LiteLLM model id such as openai/gpt-4o-mini (--model)"
+            )
+        if not isinstance(self.turn, TurnConfig):
+            raise ConfigurationError(f"turn must be a TurnConfig, got {self.turn!r}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigurationError(f"port must be 0..65535, got {self.port}")
+        if self.shutdown_timeout < 0:
+            raise ConfigurationError("shutdown_timeout must be >= 0 seconds")
