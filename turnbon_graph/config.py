@@ -91,24 +91,32 @@ class TurnConfig(BaseModel):
         default=None, description="system prompt used when the messages carry none"
     )
     max_concurrency: int | None = Field(
-        default=None,
+        default=64,
         ge=1,
         description=(
-            "cap on LiteLLM calls in flight (generator and selector together; a selector "
-            "instance given a `client` of its own keeps that client's limits)"
+            "cap on calls in flight (generator and selector together; a selector instance "
+            "given a `client` of its own keeps that client's limits); `None`: no cap. The "
+            "default holds 1,000 concurrent episodes on one engine (`benchmarks/load.py`)"
         ),
     )
     rate_limit: float | None = Field(
         default=None, gt=0, description="requests per second across those calls (asyncio-throttle)"
     )
-    timeout: float | None = Field(default=None, gt=0, description="seconds per call")
+    timeout: float | None = Field(
+        default=600.0,
+        gt=0,
+        description=(
+            "seconds per call attempt (`None`: LiteLLM's own, 6,000 s), so a hung provider "
+            "cannot hold a turn for long"
+        ),
+    )
     max_retries: int = Field(
         default=2,
         ge=0,
         description=(
             "retries of retryable failures (408/409/429/5xx, timeouts, dropped "
             "connections), with exponential backoff, waiting at least what `Retry-After` "
-            "asks (up to 30 s)"
+            "asks; an ask over 60 s fails that call at once instead"
         ),
     )
     native_n: bool = Field(
