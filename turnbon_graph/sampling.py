@@ -1,6 +1,6 @@
 """How many candidates a turn samples, and when it stops waiting for them.
 
-- `AdaptiveN`: TrACE's controller at the turn level (`shared/seeds/000_...`, related work):
+- `AdaptiveN`: TrACE's controller at the turn level (docs/references.md):
   sample a small batch; if the canonical actions agree enough, commit the plurality action
   without calling the selector; otherwise sample more, up to a cap, then select. Actions
   that call a tool marked as mutating need more agreeing candidates before a commit.

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import turnbon_graph
 
@@ -37,3 +38,21 @@ def test_the_terminal_verifier_needs_no_extra() -> None:
 
     core = [r for r in requires("turnbon-graph") or [] if "extra ==" not in r]
     assert any(r.startswith("pytest") for r in core), core
+
+
+def test_the_repository_stands_alone() -> None:
+    # Papers are cited by title (docs/references.md), never by a path outside the repo.
+    root = Path(__file__).resolve().parents[2]
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    outside = ("shared/seeds", "seeds/000_", "seeds/004_", "DESIGN.md")
+    offenders = [
+        name
+        for name in tracked
+        if name.endswith((".py", ".md", ".ipynb", ".toml", ".yaml"))
+        and any(ref in (root / name).read_text(errors="replace") for ref in outside)
+        and name != "tests/unit_tests/test_package.py"
+    ]
+    assert offenders == []
+    assert (root / "docs" / "references.md").is_file()

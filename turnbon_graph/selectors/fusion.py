@@ -1,7 +1,7 @@
 """Fusion: a model shown every candidate writes the one action to execute.
 
 In a compute-normalised comparison of test-time-scaling families on open-ended tasks
-(`shared/seeds/004_0cd7b162cf94b3f4.txt`), synthesis across candidates was the only one
+(*Test-Time Scaling in the Wild*, docs/references.md), synthesis across candidates was the only one
 that consistently beat a single sample, while reward-model selection was near random.
 As there, the candidates are shown shuffled and without their reasoning, and the model
 synthesises in one shot.

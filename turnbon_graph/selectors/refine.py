@@ -1,6 +1,6 @@
 """Refine: pick with an inner selector, then critique the picked action once and revise it.
 
-Self-refinement mostly hurt on open-ended tasks in `shared/seeds/004_0cd7b162cf94b3f4.txt`
+Self-refinement mostly hurt on open-ended tasks in *Test-Time Scaling in the Wild*
 (it helped on one benchmark of five), so it is one round, not a loop, and an unchanged
 action stays the candidate's own message.
 """

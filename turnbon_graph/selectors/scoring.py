@@ -2,7 +2,7 @@
 
 Scores come from an LLM judge with a rubric, or from a reward function or reward model
 of your own (BoN+ORM). Reward models correlated only weakly with judged quality on
-open-ended tasks in `shared/seeds/004_0cd7b162cf94b3f4.txt`; the scores are recorded per
+open-ended tasks in *Test-Time Scaling in the Wild*; the scores are recorded per
 candidate so their value can be measured on your tasks.
 """
 

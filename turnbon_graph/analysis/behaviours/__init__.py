@@ -1,5 +1,5 @@
 """Behaviour tags of a shell action: the eight behaviours of Figure 4 of the Turn-BoN paper
-(seeds/000_9df8407a3ab7c393.txt), defined in its Table 4.
+(docs/references.md), defined in its Table 4.
 
 `tag_command(command, history)` says which behaviours one action's shell command line
 shows, given the commands (and exit codes) that the earlier turns executed. The analyses

@@ -7,7 +7,7 @@ directory), restoring that checkpoint into a graph bound to the fork's tools, fo
 the candidate as the turn's action, continuing to the end with a fixed continuation
 policy, and running the verifier: the mean pass over R such rollouts. The main episode
 meanwhile goes on with its own selector's pick. From the values, as in the companion
-study (shared/seeds/004_0cd7b162cf94b3f4.txt):
+study (*Test-Time Scaling in the Wild*, docs/references.md):
 
     oracle    the best candidate's value: is a good action in the pool (exploration)?
     realised  the value of the candidate the selector picked
