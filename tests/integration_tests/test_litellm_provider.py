@@ -45,16 +45,16 @@ MESSAGES = [{"role": "user", "content": "Where am I?"}]
 _BLOCK = re.compile(r'<candidate index="(\d+)"[^>]*>\n(.*?)\n</candidate>', re.DOTALL)
 
 
-def choosing(target: str) -> Any:
-    """A selector reply that picks, whatever order it was shown, the candidate whose
-    action mentions `target`."""
+def choosing(*targets: str) -> Any:
+    """A selector reply that picks, whatever order it was shown, the first candidate
+    whose action mentions one of `targets`."""
 
     def answer(request: CapturedRequest) -> dict[str, Any]:
         assert request.body is not None
         shown = _BLOCK.findall(request.body["messages"][1]["content"])
-        index = next(int(i) for i, action in shown if target in action)
+        index = next(int(i) for i, action in shown if any(t in action for t in targets))
         return chat_completion(
-            json.dumps({"reason": f"{target} answers it", "selected_index": index})
+            json.dumps({"reason": "it answers the task", "selected_index": index})
         )
 
     return answer
