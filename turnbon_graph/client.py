@@ -57,8 +57,10 @@ class LiteLLMClient:
     """Makes `litellm.acompletion` calls within the configured limits.
 
     Retries 408/409/429/5xx, timeouts and connection errors with exponential backoff
-    and jitter, waiting at least as long as a Retry-After header asks (up to
-    `max_backoff`). Other errors (bad request, authentication) fail at once.
+    and jitter, waiting at least as long as a Retry-After header asks. A Retry-After over
+    `max_backoff` (60 s) is not waited out: that call fails at once, recorded like any
+    failure, so one throttled call never holds a turn for minutes. Other errors (bad
+    request, authentication) fail at once.
 
     With a `router` (a `litellm.Router`), a call whose model names one of its model groups
     goes through `router.acompletion` instead, and the Router retries it: its load
@@ -75,7 +77,7 @@ class LiteLLMClient:
         timeout: float | None = None,
         max_retries: int = 2,
         backoff_base: float = 0.5,
-        max_backoff: float = 30.0,
+        max_backoff: float = 60.0,
         seed: int | None = None,
         router: Any = None,
     ) -> None:
@@ -141,12 +143,21 @@ class LiteLLMClient:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if attempt > retries or not is_retryable(exc):
+                wait = self._backoff(attempt, exc) if is_retryable(exc) else None
+                if attempt > retries or wait is None:
                     failure = redact_error(exc, secret_values(kwargs))
-                    if failure is exc:
+                    asked = retry_after_seconds(exc)
+                    if asked is not None and asked > self.max_backoff:
+                        failure = CallFailedError(
+                            f"{describe_error(failure)} (the provider asked to retry after "
+                            f"{asked:g} s, longer than the {self.max_backoff:g} s a call waits; "
+                            "lower rate_limit or max_concurrency to stay under the limit)",
+                            status_code=getattr(exc, "status_code", None),
+                        )
+                    elif failure is exc:
                         raise
                 else:
-                    await asyncio.sleep(self._backoff(attempt, exc))
+                    await asyncio.sleep(wait)
                     continue
             if failure is not None:
                 # Raised here, outside the `except`, so that the original (whose text or
@@ -177,10 +188,15 @@ class LiteLLMClient:
                 await self._throttler.acquire()
             yield
 
-    def _backoff(self, attempt: int, exc: BaseException) -> float:
+    def _backoff(self, attempt: int, exc: BaseException) -> float | None:
+        """Seconds to wait before the next attempt: exponential with jitter, at least what a
+        Retry-After asks; None when it asks for more than `max_backoff` (then the call
+        fails now, rather than hold the turn longer than that)."""
         delay: float = self.backoff_base * 2 ** (attempt - 1) * (0.5 + self._jitter.random() / 2)
         asked = retry_after_seconds(exc)
         if asked is not None:
+            if asked > self.max_backoff:
+                return None
             delay = max(delay, asked)
         return min(delay, self.max_backoff)
 
@@ -193,8 +209,17 @@ def _import_litellm() -> ModuleType:
     global _litellm
     with _importing:  # one import at a time, so none sees a half-initialised module
         if _litellm is None:
+            use_bundled_price_map()
             _litellm = importlib.import_module("litellm")
     return _litellm
+
+
+def use_bundled_price_map() -> None:
+    """Makes LiteLLM read the price map bundled with it instead of fetching the newest one
+    from the internet when it is imported (a network call at import stalls offline and
+    sandboxed runs). A choice made in the environment stands: set
+    `LITELLM_LOCAL_MODEL_COST_MAP=False` to let LiteLLM fetch it."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 async def load_litellm() -> ModuleType:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,3 +33,36 @@ def test_readme_example_runs(code: str, capsys: pytest.CaptureFixture[str]) -> N
     assert out[0].startswith(("llm:openai/stub ", "llm:openai-chat:stub "))
     assert out[-1].startswith("unanimous 0 ")
     assert len(out) == 2
+
+
+def test_the_offline_examples_need_no_network(tmp_path: Path) -> None:
+    # In a network namespace of their own (only loopback, up), with no LiteLLM setting in
+    # the environment: the library must not let LiteLLM fetch its price list at import.
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs unshare and ip (util-linux, iproute2) for a network namespace")
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("this machine does not allow a new network namespace (not root?)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_")}
+    for number, code in enumerate(runnable_examples()):
+        script = tmp_path / f"example_{number}.py"
+        script.write_text(code)
+        done = subprocess.run(
+            [
+                "unshare",
+                "-n",
+                "sh",
+                "-c",
+                'ip link set lo up && exec "$0" "$1"',
+                sys.executable,
+                str(script),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.splitlines()[-1].startswith("unanimous 0 ")
+        # LiteLLM falls back to its bundled map when a fetch fails, and says so: it must
+        # not have tried.
+        assert "model cost map" not in done.stderr
