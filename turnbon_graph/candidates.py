@@ -43,6 +43,13 @@ class Candidate:
         return self.message is not None
 
     @property
+    def valid(self) -> bool:
+        """Succeeded, and every tool call's arguments parsed. An invalid candidate (its
+        calls in `message.invalid_tool_calls`) has nothing to run: it is chosen only when
+        every candidate is invalid."""
+        return self.message is not None and not self.message.invalid_tool_calls
+
+    @property
     def action(self) -> str:
         """The canonical action; only defined for successful candidates."""
         if self.message is None:
@@ -58,6 +65,17 @@ class Candidate:
             tool_calls=[
                 {"name": call["name"], "args": call["args"], "id": call.get("id")}
                 for call in message.tool_calls
+            ]
+            if message is not None
+            else [],
+            invalid_tool_calls=[
+                {
+                    "name": call.get("name"),
+                    "args": call.get("args"),
+                    "id": call.get("id"),
+                    "error": call.get("error"),
+                }
+                for call in message.invalid_tool_calls
             ]
             if message is not None
             else [],
@@ -109,30 +127,37 @@ def canonical_action(message: AIMessage, ignore_args: Sequence[str] = ()) -> str
     return "text:" + " ".join(_text(message.content).split())
 
 
+def electable(candidates: Sequence[Candidate]) -> list[int]:
+    """Positions in `candidates` that may be chosen: the valid ones, or the successful
+    (all invalid) ones when none is valid. Failed candidates never are."""
+    valid = [p for p, c in enumerate(candidates) if c.valid]
+    return valid or [p for p, c in enumerate(candidates) if c.ok]
+
+
 def group_by_action(candidates: Sequence[Candidate]) -> dict[str, list[int]]:
-    """Positions in `candidates` (successful ones only) grouped by canonical action,
+    """Positions in `candidates` (electable ones only) grouped by canonical action,
     in order of first appearance."""
     groups: dict[str, list[int]] = {}
-    for position, candidate in enumerate(candidates):
-        if candidate.ok:
-            groups.setdefault(candidate.action, []).append(position)
+    for position in electable(candidates):
+        groups.setdefault(candidates[position].action, []).append(position)
     return groups
 
 
 def vote_counts(candidates: Sequence[Candidate]) -> dict[str, int]:
-    """Votes per canonical action (a candidate counts `votes` times), first-seen order."""
+    """Votes per canonical action of the electable candidates (a candidate counts `votes`
+    times), first-seen order."""
     counts: Counter[str] = Counter()
-    for candidate in candidates:
-        if candidate.ok:
-            counts[candidate.action] += candidate.votes
+    for position in electable(candidates):
+        counts[candidates[position].action] += candidates[position].votes
     return dict(counts)
 
 
 def agreement(candidates: Sequence[Candidate]) -> float:
-    """Share of votes for the plurality action (0.0 when no candidate succeeded)."""
-    counts = vote_counts(candidates)
-    total = sum(counts.values())
-    return max(counts.values()) / total if total else 0.0
+    """Share of the successful candidates' votes for the plurality valid action (0.0
+    when none is valid): an invalid candidate agrees with nothing, not even its twin."""
+    counts = vote_counts([c for c in candidates if c.valid])
+    total = sum(c.votes for c in candidates if c.ok)
+    return max(counts.values(), default=0) / total if total else 0.0
 
 
 def _ranked_groups(candidates: Sequence[Candidate]) -> list[tuple[int, list[int]]]:
@@ -151,11 +176,12 @@ def plurality_position(candidates: Sequence[Candidate]) -> int:
 
 
 def fallback_choice(candidates: Sequence[Candidate]) -> tuple[int, str]:
-    """Majority when one action has a strict plurality of two or more votes, else the first."""
+    """Majority when one action has a strict plurality of two or more votes, else the first
+    (electable) candidate."""
     ranked = _ranked_groups(candidates)
     if ranked[0][0] >= 2 and (len(ranked) == 1 or ranked[0][0] > ranked[1][0]):
         return ranked[0][1][0], "majority"
-    return 0, "first"
+    return electable(candidates)[0], "first"
 
 
 def candidate_to_state(candidate: Candidate) -> dict[str, Any]:

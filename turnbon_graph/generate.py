@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    InvalidToolCall,
     SystemMessage,
     convert_to_openai_messages,
 )
@@ -52,6 +53,8 @@ def to_openai_messages(
 
     `convert_to_openai_messages` drops `additional_kwargs`; providers with thinking
     (Anthropic, DeepSeek) need it replayed on the assistant message that used tools.
+    It drops `invalid_tool_calls` too, which would leave the error results the graph
+    gives them (`ToolMessage`s with their ids) answering no call: they go out as calls.
     """
     out: list[dict[str, Any]] = []
     if system_prompt and not any(isinstance(m, SystemMessage) for m in messages):
@@ -62,8 +65,23 @@ def to_openai_messages(
             for key in REASONING_KEYS:
                 if message.additional_kwargs.get(key):
                     converted[key] = message.additional_kwargs[key]
+            if message.invalid_tool_calls:
+                converted["tool_calls"] = [
+                    *converted.get("tool_calls", []),
+                    *map(_invalid_call_to_openai, message.invalid_tool_calls),
+                ]
         out.append(converted)
     return out
+
+
+def _invalid_call_to_openai(call: InvalidToolCall) -> dict[str, Any]:
+    # Empty arguments: several providers' adapters decode them and would fail the whole
+    # request on the raw text, which the error result quotes instead.
+    return {
+        "id": call.get("id"),
+        "type": "function",
+        "function": {"name": call.get("name") or "", "arguments": "{}"},
+    }
 
 
 def to_openai_tools(tools: Sequence[ToolLike]) -> list[dict[str, Any]]:

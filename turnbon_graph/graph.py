@@ -8,15 +8,16 @@ sync checkpointer such as `SqliteSaver` works too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Sequence
 from typing import Any, Literal, NotRequired
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.prebuilt.tool_node import TOOL_CALL_ERROR_TEMPLATE
 from typing_extensions import is_typeddict
 
 from turnbon_graph.config import TurnConfig
@@ -28,6 +29,9 @@ from turnbon_graph.turn import EventSink, TurnEngine
 from turnbon_graph.turn_state import GeneratedTurn
 
 Tools = Sequence[ToolLike] | ToolNode
+ToolErrors = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
+"""What `ToolNode(handle_tool_errors=...)` takes: which tool exceptions become error
+`ToolMessage`s for the model (True: all of them), and what they say."""
 
 
 class TurnBoNState(MessagesState):
@@ -69,9 +73,13 @@ def create_turnbon_graph(
     """
     engine = TurnEngine.from_options(model, config=config, **options)
     tool_list = _tool_list(tools)
-    builder = _turn_builder(engine, tool_list, name)
+    builder = _turn_builder(
+        engine, tool_list, name, answer_invalid=bool(tool_list) and execute_tools
+    )
     if tool_list and execute_tools:
         builder.add_node("tools", _tool_node(tools))
+        # An action that cannot run gets its error results in `select`: the last message
+        # is then no tool call, and the subgraph ends.
         builder.add_conditional_edges("select", tools_condition, {"tools": "tools", END: END})
         builder.add_edge("tools", END)
     else:
@@ -87,6 +95,7 @@ def create_turnbon_agent(
     name: str = "turnbon",
     state_schema: type[Any] | None = None,
     context_schema: type[Any] | None = None,
+    handle_tool_errors: ToolErrors | None = None,
     config: TurnConfig | None = None,
     **options: Any,
 ) -> StateGraph[Any, Any, Any, Any]:
@@ -94,7 +103,9 @@ def create_turnbon_agent(
 
     Loops `generate` -> `select` -> `tools` until the chosen action calls no tool, or
     `max_turns` actions have run since the last human message (the loop then stops
-    after that action's tool results, so the thread can be continued).
+    after that action's tool results, so the thread can be continued). A turn whose
+    every candidate had unparseable tool-call arguments runs nothing: the model is told
+    each parse error as an error `ToolMessage`, and the loop goes on.
 
     Args:
         state_schema: the graph's state, a TypedDict with `messages` (a `MessagesState`
@@ -103,6 +114,11 @@ def create_turnbon_agent(
             writes. Default `MessagesState`.
         context_schema: the run's context (`invoke(..., context=...)`, a dict coerced to
             it), which tools read as `runtime.context` (`ToolRuntime`).
+        handle_tool_errors: passed to the `ToolNode` built from `tools`: by default
+            (None: True) a tool that raises is reported to the model as an error
+            `ToolMessage` instead of ending the run; False lets the exception through;
+            a string, a callable or exception types as `ToolNode` takes them. A
+            `ToolNode` given as `tools` keeps its own setting.
 
     Other arguments as in `create_turnbon_graph`.
     """
@@ -114,6 +130,7 @@ def create_turnbon_agent(
         name=name,
         state_schema=state_schema,
         context_schema=context_schema,
+        handle_tool_errors=handle_tool_errors,
     )
 
 
@@ -125,10 +142,16 @@ def agent_graph(
     name: str = "turnbon",
     state_schema: type[Any] | None = None,
     context_schema: type[Any] | None = None,
+    handle_tool_errors: ToolErrors | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """`create_turnbon_agent` around an existing engine: many agents (one per benchmark
     episode, each with its own tools) then share one engine's concurrency cap and rate
     limit."""
+    if isinstance(tools, ToolNode) and handle_tool_errors is not None:
+        raise ConfigurationError(
+            "handle_tool_errors applies to the ToolNode built from a list of tools; "
+            "the ToolNode given as tools keeps its own: set it there"
+        )
     if not isinstance(max_turns, int) or max_turns < 1:
         raise ConfigurationError(f"max_turns must be a whole number >= 1, got {max_turns!r}")
     tool_list = _tool_list(tools)
@@ -137,17 +160,48 @@ def agent_graph(
             "create_turnbon_agent needs at least one tool; for tool-free turns use "
             "create_turnbon_graph(model) or ChatTurnBoN"
         )
-    builder = _turn_builder(engine, tool_list, name, _state_schema(state_schema), context_schema)
-    builder.add_node("tools", _tool_node(tools))
-    builder.add_conditional_edges("select", tools_condition, {"tools": "tools", END: END})
+    builder = _turn_builder(
+        engine, tool_list, name, _state_schema(state_schema), context_schema, answer_invalid=True
+    )
+    errors = True if handle_tool_errors is None else handle_tool_errors
+    builder.add_node("tools", _tool_node(tools, errors))
 
     def after_tools(state: MessagesState) -> Literal["generate", "__end__"]:
         if turns_since_human(state["messages"]) >= max_turns:
             return "__end__"
         return "generate"
 
+    def after_select(state: MessagesState) -> Literal["tools", "generate", "__end__"]:
+        if isinstance(state["messages"][-1], ToolMessage):  # the action could not run
+            return after_tools(state)
+        return tools_condition(state["messages"])
+
+    routes: dict[Hashable, str] = {"tools": "tools", "generate": "generate", END: END}
+    builder.add_conditional_edges("select", after_select, routes)
     builder.add_conditional_edges("tools", after_tools, {"generate": "generate", END: END})
     return builder
+
+
+def invalid_call_results(message: AIMessage) -> list[ToolMessage]:
+    """Error results for an action none of whose calls runs, as `ToolNode` gives a bad
+    call: one per invalid call with its parse error, and one per parsed call of the same
+    action (an action runs whole or not at all). None for an action that can run."""
+    if not message.invalid_tool_calls:
+        return []
+    not_run = "not run: another call of this action had invalid arguments"
+    errors = [
+        (c.get("id"), c.get("name"), c.get("error") or "") for c in message.invalid_tool_calls
+    ]
+    errors += [(c.get("id"), c["name"], not_run) for c in message.tool_calls]
+    return [
+        ToolMessage(
+            TOOL_CALL_ERROR_TEMPLATE.format(error=error),
+            tool_call_id=call_id or "",
+            name=name,
+            status="error",
+        )
+        for call_id, name, error in errors
+    ]
 
 
 def turns_since_human(messages: Sequence[BaseMessage]) -> int:
@@ -172,8 +226,14 @@ def _tool_list(tools: Tools | None) -> list[ToolLike]:
     return list(tools)
 
 
-def _tool_node(tools: Tools | None) -> ToolNode:
-    return tools if isinstance(tools, ToolNode) else ToolNode(_tool_list(tools))
+def _tool_node(tools: Tools | None, handle_tool_errors: ToolErrors | None = None) -> ToolNode:
+    """The given `ToolNode`, or one built from the tools (`ToolNode`'s own error handling
+    unless `handle_tool_errors` is given)."""
+    if isinstance(tools, ToolNode):
+        return tools
+    if handle_tool_errors is None:
+        return ToolNode(_tool_list(tools))
+    return ToolNode(_tool_list(tools), handle_tool_errors=handle_tool_errors)
 
 
 def _state_schema(state_schema: type[Any] | None) -> type[Any]:
@@ -193,7 +253,11 @@ def _turn_builder(
     name: str,
     state_schema: type[Any] = MessagesState,
     context_schema: type[Any] | None = None,
+    *,
+    answer_invalid: bool = False,
 ) -> StateGraph[Any, Any, Any, Any]:
+    """`generate` -> `select`. With `answer_invalid` (the graph runs the tools), a chosen
+    action with unparseable tool-call arguments comes with its error results."""
     openai_tools = to_openai_tools(tool_list) if tool_list else None
 
     def events() -> EventSink:
@@ -210,7 +274,8 @@ def _turn_builder(
             raise ConfigurationError("the select node ran without candidates from generate")
         turn = GeneratedTurn.from_state(pending)
         message = await engine.select(state["messages"], turn, on_event=events())
-        return {"messages": [message], "turnbon_pending": None}
+        results = invalid_call_results(message) if answer_invalid else []
+        return {"messages": [message, *results], "turnbon_pending": None}
 
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(state_schema, context_schema)
     # Both nodes read the private key, so only they carry it in their input schema.

@@ -64,6 +64,9 @@ class CandidateRecord(BaseModel):
     model: str
     content: str | None = None
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    invalid_tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    """Calls whose arguments could not be parsed: `{name, args (the raw string), id,
+    error}`. A candidate with any is invalid: chosen only when every candidate is."""
     finish_reason: str | None = None
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)

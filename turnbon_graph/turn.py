@@ -50,6 +50,9 @@ from turnbon_graph.turn_state import GeneratedTurn
 EventSink = Callable[[dict[str, Any]], None]
 """Receives progress events: candidate_arrived, candidate_failed, selection_made."""
 
+INVALID_TURN = "every candidate's tool-call arguments were invalid"
+"""The `fallback` of a turn whose candidates all had unparseable tool-call arguments."""
+
 
 class TurnEngine:
     """Generates, selects and records one turn. Holds no per-turn state."""
@@ -282,12 +285,18 @@ class TurnEngine:
         spent = Usage()
         while True:
             ok = turn.ok
+            if not ok[0].valid:
+                # No candidate's tool calls parsed: none can run, and no selector is asked.
+                index, rule = fallback_choice(ok)
+                why = f"{INVALID_TURN}; fell back to {rule}"
+                return Selection(index=index, selector="invalid", fallback=why), turn, spent
             if len(group_by_action(ok)) == 1:
                 # Every candidate proposes the same action: there is nothing to choose.
                 label = "unanimous" if len(ok) > 1 else "single"
                 return Selection(index=0, selector=label), turn, spent
-            if turn.committed is not None and not turn.rejected:
-                return Selection(index=turn.committed, selector="agreement"), turn, spent
+            committed = turn.committed_position()
+            if committed is not None:
+                return Selection(index=committed, selector="agreement"), turn, spent
             selection = await self._ask_selector(messages, ok)
             spent = spent + selection.usage
             if not selection.none_acceptable:

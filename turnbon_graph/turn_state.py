@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from turnbon_graph.candidates import Candidate, candidate_from_state, candidate_to_state
+from turnbon_graph.candidates import (
+    Candidate,
+    candidate_from_state,
+    candidate_to_state,
+    electable,
+)
 from turnbon_graph.records import SamplingRecord
 
 
@@ -32,8 +37,19 @@ class GeneratedTurn:
 
     @property
     def ok(self) -> list[Candidate]:
-        """Successful candidates still in the running (not rejected), in generation order."""
-        return [c for c in self.candidates[self.rejected :] if c.ok]
+        """Successful candidates still in the running (not rejected), in generation order:
+        the valid ones, or the invalid ones when none is valid (`candidates.electable`)."""
+        live = [c for c in self.candidates[self.rejected :] if c.ok]
+        return [live[p] for p in electable(live)]
+
+    def committed_position(self) -> int | None:
+        """Adaptive sampling's commit as a position in `ok`, or None (no commit, a
+        rejection since, or it named a candidate that is not electable). Sampling counts
+        positions among every successful candidate, invalid ones included."""
+        if self.committed is None or self.rejected:
+            return None
+        target = [c for c in self.candidates if c.ok][self.committed]
+        return next((p for p, c in enumerate(self.ok) if c is target), None)
 
     def to_state(self) -> dict[str, Any]:
         return {
