@@ -26,13 +26,9 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
-import litellm
 from langchain_core.messages import AIMessage
-from litellm.llms.custom_llm import CustomLLM, CustomLLMError
-from litellm.types.llms.openai import ChatCompletionToolCallChunk
-from litellm.types.utils import GenericStreamingChunk, ModelResponse
 
-from turnbon_graph.client import redact, secret_values
+from turnbon_graph.client import redact, secret_values, use_bundled_price_map
 from turnbon_graph.config import TurnConfig, reveal_secrets, turn_config
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
 from turnbon_graph.openai_format import (
@@ -43,6 +39,13 @@ from turnbon_graph.openai_format import (
 )
 from turnbon_graph.records import TurnRecord
 from turnbon_graph.turn import TurnEngine
+
+use_bundled_price_map()  # before LiteLLM is imported: no fetch of its price list
+
+import litellm  # noqa: E402
+from litellm.llms.custom_llm import CustomLLM, CustomLLMError  # noqa: E402
+from litellm.types.llms.openai import ChatCompletionToolCallChunk  # noqa: E402
+from litellm.types.utils import GenericStreamingChunk, ModelResponse  # noqa: E402
 
 __all__ = ["PROVIDER_NAME", "TurnBoNProvider", "register", "turnbon_record"]
 
