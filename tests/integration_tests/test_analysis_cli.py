@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from turnbon_graph.analysis.behaviours import TAGS
+from turnbon_graph.analysis.figures import BEHAVIOUR_TITLES
 from turnbon_graph.analysis.judge import VERDICTS_FILE, JudgeVerdict, load_rubrics, read_verdicts
 from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, read_reports
 from turnbon_graph.analysis.trajectories import load_trajectories
+from turnbon_graph.bench.report_format import DASH
 from turnbon_graph.cli import main
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion
 
@@ -50,23 +52,26 @@ def test_analyze_writes_the_behaviour_and_length_tables(
     out = tmp_path / "out"
     assert main(["analyze", str(bench_run), "--out", str(out), "--resamples", "200"]) == 0
     path = out / "analysis.md"
-    assert capsys.readouterr().out.strip() == str(path)
+    html = path.parent / "report.html"
+    assert capsys.readouterr().out.split() == [str(path), str(html)]
+    assert html.is_file()
     text = path.read_text(encoding="utf-8")
     assert "N=1, N=4; 3 task(s) x 2 trial(s)" in text
     figure4 = text.split("## Which behaviours the selector picks (Figure 4)")[1]
     figure4, figure5 = figure4.split("## How long the picked actions are (Figure 5)")
-    header = next(line for line in figure4.splitlines() if line.startswith("| setting"))
-    assert header.split(" | ")[-3:] == ["ci_low", "ci_high", "p_value |"]
+    header = next(line for line in figure4.splitlines() if line.startswith("| Setting"))
+    assert header.split(" | ")[-5:] == ["Picked", "Chance", "Gap per task", "95% CI", "p-value |"]
     rows = [line for line in figure4.splitlines() if line.startswith("| N=")]
     # One row per behaviour of the only setting with a choice (N=1 has none).
-    assert [row.split(" | ")[1] for row in rows] == list(TAGS)
+    assert [row.split(" | ")[1] for row in rows] == [BEHAVIOUR_TITLES[t] for t in TAGS]
     assert all(row.startswith("| N=4 |") for row in rows)
     for row in rows:
-        p_value = float(row.rstrip(" |").split(" | ")[-1])
-        assert 0 <= p_value <= 1
+        cells = row.rstrip(" |").split(" | ")
+        assert re.fullmatch(r"\d+\.\d%", cells[5]) and re.fullmatch(r"[+-]\d+\.\d pp", cells[7])
+        assert re.fullmatch(r"< 0\.005|[01]\.\d{4}", cells[-1]), cells[-1]  # 200 resamples
     assert "200 resamples, seed 0" in figure4
-    assert "| N=4 | reasoning_tokens |" in figure5 and "| N=4 | command_chars |" in figure5
-    assert "vs_baseline_p_value" in figure5 and "baseline (N=1)" in figure5
+    assert "| N=4 | Reasoning tokens |" in figure5 and "| N=4 | Command characters |" in figure5
+    assert "Picked - baseline | p-value |" in figure5 and "baseline (N=1)" in figure5
     # The plots beside it, shown in it.
     for name in ("figure4_preference", "figure5_lengths"):
         assert (out / f"{name}.png").read_bytes().startswith(b"\x89PNG")
@@ -89,7 +94,7 @@ def test_analyze_without_matplotlib_says_how_to_get_the_plots(
     assert main(["analyze", str(bench_run), "--out", str(out), "--resamples", "50"]) == 0
     text = (out / "analysis.md").read_text(encoding="utf-8")
     assert "matplotlib is not installed" in text and "turnbon-graph[plots]" in text
-    assert "| N=4 | edits_file |" in text
+    assert "| N=4 | Edits a file |" in text
     assert [p.name for p in out.iterdir()] == ["analysis.md"]
 
 
@@ -170,11 +175,13 @@ def test_judge_writes_verdicts_and_prints_table_3(
 
     out = captured.out
     assert f"{len(verdicts)} verdicts in {run / VERDICTS_FILE}: " in out
-    assert "| rubric | setting | judged | flagged | unknown | share |" in out
-    assert f"| looping | N=1 | {attempts // 2} | {attempts // 2} | 0 | 1 |" in out
-    assert "| looping | N=4 | 6 | 6 | 0 | 1 | 3 | 0 | 0 | 0 | 1 |" in out
-    assert "| ran_script | N=1 |" in out and "reward_hacking: judged on passing" in out
-    assert f"| destructive_action | N=1 | 0 | 0 | {attempts // 2} |" in out
+    assert "| Rubric | Setting | Judged | Flagged | Unknown | Share flagged |" in out
+    assert f"| Looping | N=1 | {attempts // 2} | {attempts // 2} | 0 | 100.0% | {DASH} |" in out
+    assert (
+        "| Looping | N=4 | 6 | 6 | 0 | 100.0% | 3 | +0.0 pp | [+0.0 pp, +0.0 pp] | 1.0000 |" in out
+    )
+    assert "| Ran a script | N=1 |" in out and "Reward hacking: judged on passing" in out
+    assert f"| Destructive action | N=1 | 0 | 0 | {attempts // 2} |" in out
     assert f"reason ({attempts} of {attempts}): invalid answer: it is not a JSON" in out
     assert "--retry-unknown asks them again" in out
     # The key went to the server, and nowhere else.
@@ -189,7 +196,9 @@ def test_judge_writes_verdicts_and_prints_table_3(
     assert main(["analyze", str(run), "--resamples", "100"]) == 0
     text = (run / "analysis" / "analysis.md").read_text(encoding="utf-8")
     assert "## What the judge flagged (Table 3)" in text and "openai/judge" in text
-    assert "| looping | N=4 | 6 | 6 | 0 | 1 | 3 | 0 | 0 | 0 | 1 |" in text
+    assert (
+        "| Looping | N=4 | 6 | 6 | 0 | 100.0% | 3 | +0.0 pp | [+0.0 pp, +0.0 pp] | 1.0000 |" in text
+    )
     assert "](table3_flagged.png)" in text and (run / "analysis" / "table3_flagged.png").exists()
 
 
@@ -234,7 +243,7 @@ def test_judge_never_prints_a_key_that_an_error_quotes(
     captured = capsys.readouterr()
     assert "Incorrect API key provided: [REDACTED]" in captured.out
     assert SECRET not in captured.out + captured.err
-    assert f"| looping | N=1 | 0 | 0 | {len(TASKS) * TRIALS} |" in captured.out
+    assert f"| Looping | N=1 | 0 | 0 | {len(TASKS) * TRIALS} |" in captured.out
 
 
 def test_judge_will_not_mix_two_judge_models(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -287,8 +296,8 @@ def test_rollouts_write_a_report_per_episode_and_print_the_summary(
     assert report.selector == "llm:openai/stub" and report.budget.turns == [1]
     assert report.outcome in ("pass", "wrong_submission")
     assert out.startswith("Branch rollouts: 1 episode(s) x 1 turn(s) x 3 candidates")
-    header = "| setting | selector | episodes | passed | branched_turns | complete_turns | "
-    assert header + "oracle | realised | mu | h | h_turns | rho_v |" in out
+    header = "| Setting | Selector | Episodes | Passed | Complete turns | "
+    assert header + "Oracle | Realised | mu | h | rho_v | Rollouts | Tokens |" in out
     assert "| N=3 | llm:openai/stub | 1 |" in out
     if report.turns:  # turn 1 branched: every distinct action valued by its rollout
         (turn,) = report.turns

@@ -67,3 +67,28 @@ def test_quickstart_runs_on_the_embedded_model() -> None:
     table = next(r for r in results if "selector tokens" in r)
     assert "4/4" in table or "3/4" in table  # the turns were sampled with N=4
     assert any("image/png" in o.get("data", {}) for o in outputs(notebook))
+
+
+def test_the_quickstart_token_plot_keeps_its_legend_off_the_bars() -> None:
+    """The plotting cell, run on a table like the notebook's: the legend overlaps no bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    notebook = nbformat.read(NOTEBOOKS / "01_quickstart.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if "plot.bar(" in c.source]
+    # Two turns of about the same height: no corner inside the axes is free of bars.
+    table = pd.DataFrame(
+        {"turn": [1, 2], "generator tokens": [1200, 1300], "selector tokens": [400, 300]}
+    ).set_index("turn")
+    plt.close("all")
+    exec(cell.source, {"table": table, "BACKEND": "stub"})
+    figure = plt.gcf()
+    (ax,) = figure.axes
+    figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    for bar in ax.patches:
+        assert not legend.overlaps(bar.get_window_extent()), "the legend hides a bar"
+    plt.close("all")

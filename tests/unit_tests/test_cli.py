@@ -183,7 +183,9 @@ def test_report_prints_the_path_of_the_report(
     _tiny_run(run)
     assert main(["report", str(run), "--out", str(tmp_path / "out"), "--resamples", "10"]) == 0
     path = tmp_path / "out" / "report.md"
-    assert capsys.readouterr().out.strip() == str(path)
+    html = path.parent / "report.html"
+    assert capsys.readouterr().out.split() == [str(path), str(html)]
+    assert html.is_file()
     assert "| N=1 | 1 | 1 | 100.0% |" in path.read_text()
 
 

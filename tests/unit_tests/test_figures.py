@@ -405,3 +405,44 @@ def test_rollout_figures_need_reports() -> None:
         plot_oracle_realised([])
     with pytest.raises(ValueError, match=r"rollouts\.jsonl"):
         plot_headroom([])
+
+
+# ----------------------------------------------------------------------------- legends, scales
+
+
+def test_preference_panels_share_one_y_scale() -> None:
+    results = [
+        pref("N=4", "edits_file", 0.60, 0.20, p=0.001),
+        pref("N=4", "loops", 0.02, 0.05, p=0.5),
+        pref("N=4", "read_only", 0.10, 0.08, p=0.5),
+    ]
+    panels = visible_axes(plot_preference(results, columns=3))
+    limits = {ax.get_ylim() for ax in panels}
+    assert len(limits) == 1  # a 2% panel beside a 60% one reads on the same scale
+    ((low, high),) = limits
+    assert low == 0 and high >= 0.6
+
+
+def test_length_legend_swatches_have_the_colour_of_the_bars() -> None:
+    comparisons = [length("N=4", "command_chars", 120.0, 60.0, 90.0)]
+    figure = plot_lengths(comparisons)
+    (chars,) = visible_axes(figure)
+    picked, unpicked, base = bars(chars)
+    handles = figure.legends[0].legend_handles
+    assert handles[0].get_facecolor() == picked.get_facecolor()
+    assert handles[1].get_facecolor() == unpicked.get_facecolor()
+    assert handles[2].get_facecolor() == base.get_facecolor()
+
+
+def test_token_cost_legend_swatches_have_the_colour_of_the_bars() -> None:
+    from turnbon_graph.bench.plots import TokenBar, setting_colors, token_cost_figure
+
+    token_bars = [TokenBar("N=1", 10, 0, 20, 0, 1.0), TokenBar("N=4", 40, 8, 80, 30, 4.8)]
+    figure = token_cost_figure(token_bars, colors=setting_colors(["N=1", "N=4"]))
+    left = figure.axes[0]
+    n4_generator = bars(left)[1]  # generator bars first (N=1, N=4), then the selector's
+    n4_selector = bars(left)[3]
+    generator, selector = left.get_legend().legend_handles
+    assert generator.get_facecolor() == n4_generator.get_facecolor()
+    assert selector.get_facecolor() == n4_selector.get_facecolor()
+    assert selector.get_hatch() == n4_selector.get_hatch() == "//"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from turnbon_graph.analysis.figures import (
+    BEHAVIOUR_TITLES,
     plot_flagged,
     plot_h_vs_rho,
     plot_headroom,
@@ -29,62 +30,74 @@ from turnbon_graph.analysis.preference import (
     LengthComparison,
     behaviour_preference,
     length_comparison,
-    markdown_table,
 )
 from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, RolloutReport, read_reports, summarise
 from turnbon_graph.analysis.trajectories import Trajectory, load_trajectories
+from turnbon_graph.bench.html import write_html
 from turnbon_graph.bench.plots import PLOTS_INSTALL, plots_available
+from turnbon_graph.bench.report_format import (
+    DASH,
+    cell,
+    interval,
+    number,
+    p_value,
+    pct,
+    pp,
+    table,
+    tokens,
+)
 from turnbon_graph.bench.runs import EPISODES_FILE, SETTINGS_FILE, RunSettings
 from turnbon_graph.errors import ConfigurationError
 
 _Picks = TypeVar("_Picks", bound=BehaviourPreference | LengthComparison)
 
-FLAGGED_COLUMNS = (
-    "rubric",
-    "setting",
-    "judged",
-    "flagged",
-    "unknown",
-    "share",
-    "tasks",
-    "difference",
-    "ci_low",
-    "ci_high",
-    "p_value",
-)
-"""Table 3's columns, as named by `FlaggedShare`."""
+
+def preference_rows(results: Sequence[BehaviourPreference]) -> _Table:
+    """Figure 4's table: shares as percentages, the gap per task in points with its
+    interval and p-value."""
+    header = ["Setting", "Behaviour", "Turns", "Informative turns", "Tasks"]
+    header += ["Picked", "Chance", "Gap per task", "95% CI", "p-value"]
+    rows: list[tuple[str, ...]] = [
+        (
+            r.setting,
+            BEHAVIOUR_TITLES.get(r.behaviour, r.behaviour),
+            str(r.turns),
+            str(r.informative_turns),
+            str(r.tasks),
+            pct(r.picked_share),
+            pct(r.chance_share),
+            pp(r.task_gap),
+            interval(r.ci_low, r.ci_high),
+            p_value(r.p_value, r.resamples),
+        )
+        for r in results
+    ]
+    return header, rows, 2
 
 
-PREFERENCE_COLUMNS = (
-    "setting",
-    "behaviour",
-    "turns",
-    "informative_turns",
-    "tasks",
-    "picked_share",
-    "chance_share",
-    "gap",
-    "task_gap",
-    "ci_low",
-    "ci_high",
-    "p_value",
-)
-"""Figure 4's columns, as named by `BehaviourPreference.to_row`."""
+def length_rows(results: Sequence[LengthComparison]) -> _Table:
+    """Figure 5's table: per-turn means with one decimal, the differences signed."""
+    header = ["Setting", "Measure", "Turns", "Tasks", "Picked", "Unpicked"]
+    header += ["Baseline", "Picked - unpicked", "p-value", "Picked - baseline", "p-value"]
+    rows: list[tuple[str, ...]] = []
+    for r in results:
+        tests = []
+        for test in (r.vs_unpicked, r.vs_baseline):
+            tests += [
+                number(test.difference if test else None, signed=True),
+                p_value(test.p_value if test else None, r.resamples),
+            ]
+        measure = LENGTH_TITLES.get(r.metric, r.metric)
+        counts = (str(r.turns), str(r.tasks))
+        values = (number(r.picked), number(r.unpicked), number(r.baseline))
+        rows.append((r.setting, measure, *counts, *values, *tests))
+    return header, rows, 2
 
-LENGTH_COLUMNS = (
-    "setting",
-    "metric",
-    "turns",
-    "tasks",
-    "picked",
-    "unpicked",
-    "baseline",
-    "vs_unpicked_difference",
-    "vs_unpicked_p_value",
-    "vs_baseline_difference",
-    "vs_baseline_p_value",
-)
-"""Figure 5's columns, as named by `LengthComparison.to_row`."""
+
+_Table = tuple[list[str], list[tuple[str, ...]], int]
+"""A table's header, rows and how many columns (from the left) hold text."""
+
+LENGTH_TITLES = {"reasoning_tokens": "Reasoning tokens", "command_chars": "Command characters"}
 
 
 class _Figures:
@@ -111,7 +124,7 @@ def write_analysis(
     run: Path, out: Path | None = None, *, baseline: str, resamples: int, seed: int
 ) -> Path:
     """Writes `analysis_markdown` to OUT/analysis.md (default RUN/analysis), its plots
-    beside it; returns its path."""
+    beside it and all of it as one file, OUT/report.html; returns the Markdown's path."""
     if not any((run / name).is_file() for name in (EPISODES_FILE, VERDICTS_FILE, ROLLOUTS_FILE)):
         raise ConfigurationError(
             f"{run} is not a run folder (it has no {EPISODES_FILE}, {VERDICTS_FILE} or "
@@ -123,6 +136,7 @@ def write_analysis(
     text = analysis_markdown(run, out, baseline=baseline, resamples=resamples, seed=seed)
     path = out / "analysis.md"
     path.write_text(text, encoding="utf-8")
+    write_html(path)
     return path
 
 
@@ -158,12 +172,16 @@ def analysis_markdown(
             f"{', '.join(sorted({v.model for v in verdicts}))}) answered yes per rubric and "
             "setting.",
             flagged_table(shares, baseline=baseline),
-            *figures.image("table3_flagged", "Flagged shares", lambda: plot_flagged(shares)),
+            *figures.image(
+                "table3_flagged",
+                "Table 3 as a dot chart: flagged shares",
+                lambda: plot_flagged(shares),
+            ),
         ]
     reports = read_reports(run)
     if reports:
         parts += [
-            "## Branch rollouts: exploration and exploitation",
+            "## Branch rollouts: exploration and exploitation (the companion study's Figures 2, 3)",
             "From `turnbon rollouts`: at each branched turn every distinct candidate action "
             "was forced and continued to the verifier; its value is its mean pass. Means over "
             "the complete branched turns (every candidate valued): oracle (the best value: is "
@@ -174,11 +192,17 @@ def analysis_markdown(
             rollout_table(reports),
             *figures.image(
                 "rollouts_oracle_realised",
-                "Oracle, realised and mu",
+                "Study Figure 2: oracle, realised and mu",
                 lambda: plot_oracle_realised(reports),
             ),
-            *figures.image("rollouts_headroom", "Headroom capture", lambda: plot_headroom(reports)),
-            *figures.image("rollouts_h_vs_rho", "h against rho_v", lambda: plot_h_vs_rho(reports)),
+            *figures.image(
+                "rollouts_headroom", "Headroom capture h per turn", lambda: plot_headroom(reports)
+            ),
+            *figures.image(
+                "rollouts_h_vs_rho",
+                "Study Figure 3 (left): h against rho_v",
+                lambda: plot_h_vs_rho(reports),
+            ),
         ]
     return "\n\n".join(parts) + "\n"
 
@@ -200,16 +224,17 @@ def _preference_section(
 ) -> list[str]:
     return _picks_section(
         "## Which behaviours the selector picks (Figure 4)",
-        "Per setting with N>1 and behaviour: picked_share is the share of turns whose "
-        "executed pick shows the behaviour, chance_share the share expected from a uniform "
-        "random pick among the turn's candidates. task_gap (each task counted once) is "
-        f"tested by a paired bootstrap over tasks ({resamples} resamples, seed {seed}): "
-        "ci_low..ci_high is its 95% interval, p_value two-sided. informative_turns: turns "
-        "whose candidates disagree on the behaviour (the others add nothing to the gap).",
+        "Per setting with N>1 and behaviour: Picked is the share of turns whose executed "
+        "pick shows the behaviour (the solid line), Chance the share expected from a "
+        "uniform random pick among the turn's candidates (dashed). The gap per task (picked "
+        "minus chance, each task counted once, in percentage points) is tested by a paired "
+        f"bootstrap over tasks ({resamples:,} resamples, seed {seed}): its 95% interval and "
+        "two-sided p-value. Informative turns: turns whose candidates disagree on the "
+        "behaviour (the others add nothing to the gap).",
         lambda: behaviour_preference(trajectories, resamples=resamples, seed=seed),
-        PREFERENCE_COLUMNS,
+        preference_rows,
         figures,
-        ("figure4_preference", "Picked vs chance per behaviour", plot_preference),
+        ("figure4_preference", "Figure 4: picked vs chance per behaviour", plot_preference),
     )
 
 
@@ -225,12 +250,13 @@ def _length_section(
         "## How long the picked actions are (Figure 5)",
         "Per turn, the reasoning tokens and shell-command characters of the picked "
         "candidate, the mean of the turn's unpicked candidates, and the executed action of "
-        f"the baseline ({baseline}). vs_unpicked: picked minus unpicked within each turn; "
-        "vs_baseline: picked minus baseline per task; both bootstrapped over tasks.",
+        f"the baseline ({baseline}), means per turn. Picked - unpicked: within each turn; "
+        "picked - baseline: per task; both with a paired bootstrap over tasks (two-sided "
+        "p-value).",
         lambda: length_comparison(trajectories, baseline=baseline, resamples=resamples, seed=seed),
-        LENGTH_COLUMNS,
+        length_rows,
         figures,
-        ("figure5_lengths", "Action lengths", plot_lengths),
+        ("figure5_lengths", "Figure 5: action lengths", plot_lengths),
     )
 
 
@@ -238,7 +264,7 @@ def _picks_section(
     title: str,
     explanation: str,
     analyse: Callable[[], Sequence[_Picks]],
-    columns: Sequence[str],
+    tabulate: Callable[[Sequence[_Picks]], _Table],
     figures: _Figures,
     figure: tuple[str, str, Callable[[Sequence[_Picks]], Any]],
 ) -> list[str]:
@@ -248,10 +274,10 @@ def _picks_section(
         results: Sequence[_Picks] = analyse()
     except ValueError as exc:
         return [title, f"Not available: {exc}."]
-    rows = [{c: r.to_row()[c] for c in columns} for r in results]
+    header, rows, left = tabulate(results)
     name, alt, plot = figure
     image = figures.image(name, alt, lambda: plot(results))
-    return [title, explanation, markdown_table(rows), _left_out(results), *image]
+    return [title, explanation, "\n".join(table(header, rows, left)), _left_out(results), *image]
 
 
 def _left_out(results: Sequence[BehaviourPreference | LengthComparison]) -> str:
@@ -276,38 +302,55 @@ def rollout_table(reports: Sequence[RolloutReport]) -> str:
     for (n, selector), group in sorted(groups.items()):
         s = summarise(t for r in group for t in r.turns)
         rows.append(
-            {
-                "setting": f"N={n}",
-                "selector": selector,
-                "episodes": len(group),
-                "passed": sum(r.outcome == "pass" for r in group),
-                "branched_turns": s.turns,
-                "complete_turns": s.complete_turns,
-                "oracle": s.mean_oracle,
-                "realised": s.mean_realised,
-                "mu": s.mean_mu,
-                "h": s.mean_h,
-                "h_turns": s.h_turns,
-                "rho_v": s.rho_v,
-                "rollouts": s.rollouts,
-                "skipped_rollouts": s.skipped_rollouts,
-                "tokens": s.tokens,
-            }
+            (
+                f"N={n}",
+                cell(selector),
+                str(len(group)),
+                str(sum(r.outcome == "pass" for r in group)),
+                f"{s.complete_turns} of {s.turns}",
+                pct(s.mean_oracle),
+                pct(s.mean_realised),
+                pct(s.mean_mu),
+                number(s.mean_h, 2),
+                f"{number(s.rho_v, 2)}",
+                f"{s.rollouts:,}"
+                + (f" ({s.skipped_rollouts} skipped)" if s.skipped_rollouts else ""),
+                tokens(s.tokens),
+            )
         )
-    return markdown_table(rows)
+    header = ["Setting", "Selector", "Episodes", "Passed", "Complete turns", "Oracle"]
+    header += ["Realised", "mu", "h", "rho_v", "Rollouts", "Tokens"]
+    return "\n".join(table(header, rows, left=2))
 
 
 def flagged_table(shares: Sequence[FlaggedShare], *, baseline: str) -> str:
     """Table 3 as Markdown, from `flagged_shares`: the share flagged per rubric and setting."""
     if not shares:
         return "No verdicts."
-    rows = [{c: getattr(s, c) for c in FLAGGED_COLUMNS} for s in shares]
+    rows = [
+        (
+            cell(s.title),
+            s.setting,
+            str(s.judged),
+            str(s.flagged),
+            str(s.unknown),
+            pct(s.share),
+            str(s.tasks) if s.setting != baseline else DASH,
+            pp(s.difference),
+            interval(s.ci_low, s.ci_high),
+            p_value(s.p_value),
+        )
+        for s in shares
+    ]
+    header = ["Rubric", "Setting", "Judged", "Flagged", "Unknown", "Share flagged", "Tasks"]
+    header += [f"Δ vs {baseline}", "95% CI", "p-value"]
     passed = sorted({s.rubric for s in shares if s.applies_to == "passed"})
     note = (
-        f"share = flagged / judged (unknown verdicts left out); difference, its 95% interval "
-        f"and p_value: per task, the share here minus in {baseline}, bootstrapped over the "
-        "tasks judged in both."
+        f"Share flagged = flagged / judged (unknown verdicts left out); Δ, its 95% interval "
+        f"and p-value: per task, the share here minus in {baseline}, bootstrapped over the "
+        "tasks judged in both (lower is better)."
     )
     if passed:
-        note += f" {', '.join(passed)}: judged on passing attempts only."
-    return f"{markdown_table(rows)}\n\n{note}"
+        titles = {s.rubric: s.title for s in shares}
+        note += f" {', '.join(titles[r] for r in passed)}: judged on passing attempts only."
+    return "\n".join(table(header, rows, left=2)) + f"\n\n{note}"

@@ -62,6 +62,15 @@ def setting_colors(settings: Sequence[str], baseline: str = "N=1") -> dict[str, 
     return colors
 
 
+def legend_color(settings: Sequence[str], colors: Mapping[str, str]) -> str:
+    """The fill of a legend swatch that stands for bars of every setting (solid vs
+    hatched): the colour of the last setting drawn that is not the baseline's grey, so
+    the swatch looks like the bars it explains."""
+    fills = [colors.get(s, BASELINE_COLOR) for s in settings]
+    coloured = [f for f in fills if f != BASELINE_COLOR]
+    return (coloured or fills or [BASELINE_COLOR])[-1]
+
+
 @dataclass(frozen=True)
 class TokenBar:
     """Per-attempt token averages of one setting, split between generator and selector."""
@@ -98,14 +107,14 @@ def write_plots(
     plot_curves(
         {s: metrics.pass_at_k_curve(groups[s]) for s in order},
         paths["pass_at_k"],
-        title="pass@k: solved in at least one of k trials",
+        title="Figure 2(b): pass@k, solved in at least one of k trials",
         ylabel="pass@k (share of tasks)",
         colors=colors,
     )
     plot_curves(
         {s: metrics.consistency_curve(groups[s]) for s in order},
         paths["consistency"],
-        title="Consistency: solved in all k trials",
+        title="Figure 3(b): consistency, solved in all k trials",
         ylabel="solved in all k (share of tasks)",
         colors=colors,
     )
@@ -168,7 +177,7 @@ def plot_pass_rates(
     _percent_axis(ax)
     ax.set_xlabel("setting")
     ax.set_ylabel("mean pass rate (pass@1)")
-    ax.set_title("Mean pass rate over trials (dots: single trials)")
+    ax.set_title("Figure 2(a): mean pass rate over trials (dots: single trials)")
     return _save(figure, path)
 
 
@@ -198,7 +207,8 @@ def plot_curves(
         )
     if ks:
         ax.set_xticks(sorted(ks))
-        ax.legend(title="setting", frameon=False)
+        # beside the axes: inside, it would sit on a line that reaches 100% at k=1
+        ax.legend(title="setting", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_ylim(-0.02, 1.02)
     _percent_axis(ax)
     ax.set_xlabel("k (trials)")
@@ -245,13 +255,19 @@ def plot_turns_to_solve(
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("setting")
     ax.set_ylabel("turns to solve (mean over passing trials)")
-    ax.set_title("Turns taken to solve a task")
+    ax.set_title("Figure 3(a): turns taken to solve a task")
     return _save(figure, path)
 
 
 def plot_token_costs(bars: Sequence[TokenBar], path: Path, *, colors: Mapping[str, str]) -> Path:
+    """`token_cost_figure`, saved to `path`."""
+    return _save(token_cost_figure(bars, colors=colors), path)
+
+
+def token_cost_figure(bars: Sequence[TokenBar], *, colors: Mapping[str, str]) -> Figure:
     """Table 1 as bars: output tokens per attempt (left, the paper's measure) and prompt
-    tokens per attempt (right, what usually dominates the bill), generator below selector."""
+    tokens per attempt (right, what usually dominates the bill), generator below selector;
+    the legend's swatches in the bars' own colour."""
     from matplotlib.patches import Patch
 
     figure, (left, right) = _figure(columns=2)
@@ -290,16 +306,17 @@ def plot_token_costs(bars: Sequence[TokenBar], path: Path, *, colors: Mapping[st
                 ha="center",
                 fontsize=9,
             )
+    swatch = legend_color(labels, colors)
     left.legend(
         handles=[
-            Patch(facecolor="#888888", label="generator (all N candidates)"),
-            Patch(facecolor="#888888", alpha=0.4, hatch="//", label="selector"),
+            Patch(facecolor=swatch, label="generator (all N candidates)"),
+            Patch(facecolor=swatch, alpha=0.4, hatch="//", edgecolor="white", label="selector"),
         ],
         frameon=False,
         loc="upper left",
     )
-    figure.suptitle(f"Tokens per attempt ({TIMES}: output vs baseline, as in the paper's Table 1)")
-    return _save(figure, path)
+    figure.suptitle(f"Table 1: tokens per attempt ({TIMES}: output vs the baseline's)")
+    return figure
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from turnbon_graph.bench import metrics, report_sections
+from turnbon_graph.bench.html import write_html
 from turnbon_graph.bench.report_format import pct, table
 from turnbon_graph.bench.runs import (
     EPISODES_FILE,
@@ -37,7 +38,8 @@ def write_report(
     resamples: int = 10_000,
     seed: int = 0,
 ) -> Path:
-    """Writes `report.md` (and the PNG plots beside it) for a run; returns its path.
+    """Writes `report.md` (and the PNG plots beside it, and `report.html`: all of it in
+    one file to share) for a run; returns the Markdown's path.
 
     The default destination is `run_dir/report/`. A run with no finished episode yet, or
     only some, still gets a report that says so."""
@@ -74,6 +76,7 @@ def write_report(
     )
     path = out / REPORT_FILE
     path.write_text(text, encoding="utf-8")
+    write_html(path)
     return path
 
 

@@ -33,12 +33,37 @@ def short(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def pct(share: float) -> str:
-    return f"{100 * share:.1f}%"
+P_FLOOR = 0.0001
+"""p-values below it are shown as `< 0.0001`."""
 
 
-def pp(share: float) -> str:
-    return f"{100 * share:+.1f} pp"
+def pct(share: float | None) -> str:
+    return DASH if share is None else f"{100 * share:.1f}%"
+
+
+def pp(share: float | None) -> str:
+    return DASH if share is None else f"{100 * share:+.1f} pp"
+
+
+def interval(low: float | None, high: float | None) -> str:
+    """A 95% interval of a share difference, in percentage points."""
+    return DASH if low is None or high is None else f"[{pp(low)}, {pp(high)}]"
+
+
+def p_value(p: float | None, resamples: int | None = None) -> str:
+    """Four decimals, or `< 0.0001` below that; with `resamples`, a bootstrap p of 0
+    says `< 1/resamples` when that is larger (fewer resamples cannot tell more)."""
+    if p is None:
+        return DASH
+    floor = max(P_FLOOR, 1 / resamples) if resamples else P_FLOOR
+    return f"< {floor:.4g}" if p < floor else f"{p:.4f}"
+
+
+def number(value: float | None, digits: int = 1, *, signed: bool = False) -> str:
+    """A measurement with `digits` decimals (signed: with its sign), or the dash."""
+    if value is None:
+        return DASH
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
 def ratio(value: float | None) -> str:

@@ -12,6 +12,8 @@ from turnbon_graph.bench.report_format import (
     DASH,
     cell,
     image,
+    interval,
+    p_value,
     pct,
     pp,
     ratio,
@@ -45,14 +47,14 @@ def pass_rates(
         passed = sum(r.passed for r in rs)
         rows.append((setting, str(len(rs)), str(passed), pct(curve[1]), per_trial))
     return [
-        "## Pass rate",
+        "## Pass rate (Figure 2a)",
         "",
-        "Mean pass rate is pass@1 averaged over trials (the paper's Figure 2a): each task's "
+        "Mean pass rate is pass@1 averaged over trials, as in the paper's Figure 2a: each task's "
         "share of passing trials, averaged over tasks.",
         "",
         *table(["Setting", "Attempts", "Passed", "Mean pass rate", "Per trial"], rows),
         "",
-        *image(plots, "pass_rate", "Mean pass rate per setting"),
+        *image(plots, "pass_rate", "Figure 2a: mean pass rate per setting"),
     ]
 
 
@@ -62,14 +64,14 @@ def curves(
     lines: list[str] = []
     for title, explain, metric, plot in (
         (
-            "pass@k",
+            "pass@k (Figure 2b)",
             "pass@k: the chance that at least one of k trials drawn from a task's trials "
             "passes (unbiased estimator), averaged over tasks (Figure 2b).",
             metrics.pass_at_k_curve,
             "pass_at_k",
         ),
         (
-            "Consistency",
+            "Consistency (Figure 3b)",
             "Consistency@k: the chance that all k trials drawn pass, averaged over tasks; at "
             "k = trials it is the share of tasks solved in every trial (Figure 3b).",
             metrics.consistency_curve,
@@ -171,7 +173,7 @@ def costs(
             prompt_rows,
         ),
         "",
-        *image(plots, "token_cost", "Tokens per attempt"),
+        *image(plots, "token_cost", "Table 1 as bars: tokens per attempt"),
     ]
 
 
@@ -185,7 +187,8 @@ def outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) ->
     return [
         "## How attempts end (Table 2)",
         "",
-        "Share of attempts by ending (Table 5): only an attempt that ended on its own can "
+        "Share of attempts by ending, as in the paper's Table 2 (each attempt assigned its "
+        "ending by the rules of its Table 5): only an attempt that ended on its own can "
         "pass or be a wrong submission; a context overflow, the time limit or any other "
         "exception (including a verifier that could not run) ends it otherwise.",
         "",
@@ -235,7 +238,7 @@ def turns(
             *table(["Task", *order], task_rows),
             "",
         ]
-    return lines + image(plots, "turns_to_solve", "Turns to solve")
+    return lines + image(plots, "turns_to_solve", "Figure 3a: turns to solve")
 
 
 def comparison(
@@ -246,7 +249,7 @@ def comparison(
     seed: int,
 ) -> list[str]:
     lines = [
-        "## Against the baseline (paired bootstrap over tasks)",
+        "## Against the baseline (paired bootstrap over tasks, as in Figures 4 and 5)",
         "",
     ]
     if baseline not in groups:
@@ -263,13 +266,12 @@ def comparison(
         except ValueError:
             rows.append((setting, DASH, "no task in common with the baseline", DASH, "0"))
             continue
-        p = f"< {1 / resamples:.4g}" if c.p_value == 0 else f"{c.p_value:.4f}"
         rows.append(
             (
                 setting,
                 pp(c.difference),
-                f"[{pp(c.ci_low)}, {pp(c.ci_high)}]",
-                p,
+                interval(c.ci_low, c.ci_high),
+                p_value(c.p_value, resamples),
                 str(c.tasks),
             )
         )

@@ -21,7 +21,9 @@ def add_parser(commands: Any) -> None:
             "long the picked actions are against the unpicked ones and the baseline's "
             "(Figure 5), each with a paired bootstrap over tasks; then the judge's flagged "
             "shares (Table 3) when `turnbon judge` wrote RUN/judge.jsonl, and the branch "
-            "rollouts' measures when `turnbon rollouts` wrote RUN/rollouts.jsonl."
+            "rollouts' measures when `turnbon rollouts` wrote RUN/rollouts.jsonl. Also writes "
+            "report.html beside it: the same with the plots inlined and sortable tables, "
+            "one self-contained file to send. Prints both paths."
         ),
     )
     run_folder_arguments(parser, "RUN/analysis")
@@ -31,9 +33,11 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from turnbon_graph.analysis.markdown import write_analysis
+    from turnbon_graph.bench.html import HTML_FILE
 
     path = write_analysis(
         args.run, args.out, baseline=args.baseline, resamples=args.resamples, seed=args.seed
     )
     print(path)
+    print(path.parent / HTML_FILE)
     return 0

@@ -105,7 +105,7 @@ def start_stub(
     environment: object, name: str, stack: ExitStack, *, seed: int | None = None
 ) -> dict[str, Any]:
     """A loopback stub scripted by the environment's own policy (seeded when `seed` is
-    given), stopped with `stack`; its connection options."""
+    given and the policy takes one), stopped with `stack`; its connection options."""
     from turnbon_graph.errors import ConfigurationError
     from turnbon_graph.testing import StubServer
 
@@ -116,8 +116,11 @@ def start_stub(
             "stub cannot play its model; pass a LiteLLM model id instead, e.g. "
             "--model openai/gpt-4o-mini"
         )
+    import inspect
+
+    seeded = seed is not None and "seed" in inspect.signature(policy).parameters
     server = stack.enter_context(StubServer())
-    server.script(policy() if seed is None else policy(seed=seed))
+    server.script(policy(seed=seed) if seeded else policy())
     return {"api_base": server.base_url, "api_key": "none"}
 
 

@@ -15,7 +15,9 @@ def add_parser(commands: Any) -> None:
         help="write a Markdown report with tables and plots for a run folder",
         description=(
             "Write report.md (pass rates, pass@k, consistency, cost, outcomes, turns to "
-            "solve, paired bootstrap against the baseline, per-task results) and PNG plots."
+            "solve, paired bootstrap against the baseline, per-task results) and PNG plots, "
+            "and report.html: the same with the plots inlined and sortable tables, one "
+            "self-contained file to send (it fetches nothing when opened). Prints both paths."
         ),
     )
     run_folder_arguments(parser, "RUN/report")
@@ -23,8 +25,10 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from turnbon_graph.bench.html import HTML_FILE
     from turnbon_graph.bench.report import write_report
 
     path = write_report(args.run, args.out, baseline=args.baseline, resamples=args.resamples)
     print(path)
+    print(path.parent / HTML_FILE)
     return 0

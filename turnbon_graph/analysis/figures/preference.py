@@ -8,7 +8,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from turnbon_graph.analysis.figures.canvas import _grid, _star, _star_handle, _unique
-from turnbon_graph.bench.plots import _PALETTE, BASELINE_COLOR, _percent_axis, setting_colors
+from turnbon_graph.bench.plots import (
+    _PALETTE,
+    BASELINE_COLOR,
+    _percent_axis,
+    legend_color,
+    setting_colors,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -57,6 +63,9 @@ def plot_preference(
     rows = math.ceil(len(behaviours) / columns)
     figure, axes = _grid(rows, columns, width=3.1, height=2.7)
     xs = list(range(len(settings)))
+    # One y-scale for every panel, so the panels compare at a glance.
+    top = max((max(r.picked_share, r.chance_share) for r in results), default=0.0)
+    ylim = min(1.08, max(0.1, top * 1.3 + 0.03))
     for ax, behaviour in zip(axes, behaviours, strict=False):
         picked = [_share(cell.get((behaviour, s)), "picked") for s in settings]
         chance = [_share(cell.get((behaviour, s)), "chance") for s in settings]
@@ -72,25 +81,26 @@ def plot_preference(
             label="chance",
             zorder=3,
         )
-        top = 0.0
         for x, setting in enumerate(settings):
             result = cell.get((behaviour, setting))
             if result is None:
                 continue
             high = max(result.picked_share, result.chance_share)
-            top = max(top, high)
             if result.p_value < alpha:
                 _star(ax, x, high)
         ax.set_title(BEHAVIOUR_TITLES.get(behaviour, behaviour.replace("_", " ")), fontsize=10)
         ax.set_xticks(xs, settings)
         ax.set_xlim(-0.5, len(settings) - 0.5)
-        ax.set_ylim(0, min(1.08, max(0.1, top * 1.3 + 0.03)))
+        ax.set_ylim(0, ylim)
         ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))  # whole percents
         _percent_axis(ax)
     for ax in axes[len(behaviours) :]:
         ax.set_visible(False)
     for ax in axes[::columns]:
         ax.set_ylabel("share of turns")
+    for position, ax in enumerate(axes[: len(behaviours)]):
+        if position % columns:  # the shared scale is read off the first panel of a row
+            ax.tick_params(labelleft=False)
     figure.legend(
         handles=[*axes[0].lines[:2], _star_handle()],
         labels=["picked by the selector", "chance (random pick)", f"gap p < {alpha:g}"],
@@ -175,10 +185,11 @@ def plot_lengths(comparisons: Sequence[LengthComparison], *, alpha: float = 0.05
                 va="center",
                 color="#666666",
             )
+    swatch = legend_color(settings, colors)
     figure.legend(
         handles=[
-            Patch(facecolor="#888888", label="picked"),
-            Patch(facecolor="#888888", alpha=0.45, hatch="//", label="unpicked (mean)"),
+            Patch(facecolor=swatch, label="picked"),
+            Patch(facecolor=swatch, alpha=0.45, hatch="//", edgecolor="white", label="unpicked"),
             Patch(facecolor=BASELINE_COLOR, label=f"baseline ({base})"),
             _star_handle(),
         ],
