@@ -108,7 +108,7 @@ async def test_an_unknown_tool_is_asked_again_with_the_problem_stated(stub: Stub
     assert message.tool_calls[0]["args"] == {"command": "make test"}
     retry = model.requests[1].body
     assert retry is not None and len(retry["messages"]) == 4
-    assert "tool 'sudo' is not one the candidates use" in retry["messages"][3]["content"]
+    assert 'tool "sudo" is not one the candidates use' in retry["messages"][3]["content"]
     assert record.usage.selector.calls == 2
 
 
@@ -120,7 +120,7 @@ async def test_fusion_invalid_twice_falls_back(stub: StubServer) -> None:
     stub.route(prompt_is(FUSION_SYSTEM_PROMPT), Model(lambda _: bad))
     record = turn_record(await engine(stub, fusion(stub)).run(ASK))
     assert record is not None and record.fallback is not None
-    assert "argument(s) ['cmd'] that no candidate passes" in record.fallback
+    assert 'argument(s) ["cmd"] that no candidate passes' in record.fallback
     assert record.fallback.endswith("majority") and chosen(record) == "pytest"
     assert record.synthesized is None and record.usage.selector.calls == 2
 
@@ -219,7 +219,7 @@ async def test_refine_failure_keeps_the_inner_choice(stub: StubServer) -> None:
     record = turn_record(await engine(stub, selector).run(ASK))
     assert record is not None and record.synthesized is None
     assert record.fallback == (
-        "invalid answer: tool 'python' is not one the candidates use (use one of ['shell']); "
+        'invalid answer: tool "python" is not one the candidates use (use one of ["shell"]); '
         "kept the choice of llm:openai/judge"
     )
     assert chosen(record) == "pytest -x" and record.usage.selector.calls == 3

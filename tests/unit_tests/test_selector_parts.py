@@ -79,9 +79,9 @@ def test_written_actions_are_checked_against_the_candidates_tools() -> None:
     ok = WrittenAction(tool_calls=[WrittenCall(name="shell", args={"command": "make"})])
     assert check_action(ok, tools) is None
     bad_tool = WrittenAction(tool_calls=[WrittenCall(name="exec", args={})])
-    assert "tool 'exec' is not one the candidates use" in (check_action(bad_tool, tools) or "")
+    assert 'tool "exec" is not one the candidates use' in (check_action(bad_tool, tools) or "")
     bad_arg = WrittenAction(tool_calls=[WrittenCall(name="shell", args={"cmd": "x"})])
-    assert "['cmd']" in (check_action(bad_arg, tools) or "")
+    assert '["cmd"]' in (check_action(bad_arg, tools) or "")
     assert "empty" in (check_action(WrittenAction(content="  "), tools) or "")
     assert check_action(WrittenAction(content="Done."), tools) is None
     assert "(use one of none)" in (check_action(ok, {}) or "")

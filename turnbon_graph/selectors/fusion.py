@@ -33,6 +33,7 @@ from turnbon_graph.selectors.written import (
     action_schema,
     closest,
     to_message,
+    tools_section,
     tools_used,
 )
 
@@ -57,10 +58,11 @@ def fusion_request(
     *,
     allow_none: bool,
 ) -> list[dict[str, str]]:
-    schema = action_schema(tools, allow_none=allow_none, reason="One or two sentences on how.")
+    schema = action_schema(None, allow_none=allow_none, reason="One or two sentences on how.")
     user = (
         f"{transcript_section(messages)}\n\n"
         f"{candidates_section(shown)}\n\n"
+        f"{tools_section(tools)}\n\n"
         f"{answer_section(schema, action_rules(tools, allow_none=allow_none))}"
     )
     return two_messages(FUSION_SYSTEM_PROMPT, user)

@@ -90,11 +90,12 @@ def selector_prompt(situation: str, guidance: str) -> str:
 
 
 def answer_section(schema: dict[str, Any], rules: str) -> str:
-    """The user message's last section: the answer's JSON schema, then its rules."""
+    """The user message's last section: the answer's JSON schema, then its rules. Both
+    are the caller's own text: agent data belongs in the blocks above (`as_json`)."""
     return (
         "## Your answer\n"
         "Reply with one JSON object that matches this JSON schema, and nothing else:\n"
-        f"{json.dumps(schema)}\n"
+        f"{as_json(schema)}\n"
         f"{rules}"
     )
 
@@ -112,21 +113,24 @@ def two_messages(system: str, user: str) -> list[dict[str, str]]:
 # --------------------------------------------------------------------------- rendering
 
 
-def _escape(text: str) -> str:
-    # Valid JSON either way: these characters only occur inside JSON strings here.
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+_ESCAPES = {ord(char): f"\\u{ord(char):04x}" for char in "&<>\u0085\u2028\u2029"}
+"""Tag characters, and the line breaks `json.dumps` leaves raw (NEL and the Unicode line
+and paragraph separators), which a model may read as a new line."""
 
 
 def as_json(value: Any) -> str:
-    """`value` as one line of JSON that cannot contain a tag."""
-    return _escape(json.dumps(value, ensure_ascii=False, sort_keys=False))
+    """`value` as one line of JSON that cannot contain a tag or break a line: the one
+    renderer of anything an agent or a candidate wrote (names, arguments, text)."""
+    # Valid JSON either way: these characters only occur inside JSON strings here.
+    return json.dumps(value, ensure_ascii=False, sort_keys=False).translate(_ESCAPES)
 
 
 def render_message(message: BaseMessage) -> dict[str, Any]:
-    """A transcript entry: role, text and tool calls; private reasoning is left out."""
+    """A transcript entry: role, text and (invalid) tool calls; private reasoning is left
+    out."""
+    if isinstance(message, AIMessage):
+        return {"role": message.type, **render_action(message)}
     entry: dict[str, Any] = {"role": message.type, "content": _text(message.content)}
-    if isinstance(message, AIMessage) and message.tool_calls:
-        entry["tool_calls"] = [{"name": c["name"], "args": c["args"]} for c in message.tool_calls]
     if isinstance(message, ToolMessage):
         entry["tool"] = message.name
     return entry

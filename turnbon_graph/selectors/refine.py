@@ -33,6 +33,7 @@ from turnbon_graph.selectors.written import (
     action_rules,
     action_schema,
     to_message,
+    tools_section,
     tools_used,
 )
 
@@ -57,7 +58,7 @@ def refine_request(
     allow_none: bool,
 ) -> list[dict[str, str]]:
     schema = action_schema(
-        tools, allow_none=allow_none, reason="Your critique, and what you changed if anything."
+        None, allow_none=allow_none, reason="Your critique, and what you changed if anything."
     )
     rules = (
         "content and tool_calls are the action to execute: the chosen one unchanged, or "
@@ -67,6 +68,7 @@ def refine_request(
         f"{transcript_section(messages)}\n\n"
         "## The action chosen for the next turn\n"
         f"{candidate_block(0, picked, action)}\n\n"
+        f"{tools_section(tools)}\n\n"
         f"{answer_section(schema, rules)}"
     )
     return two_messages(REFINE_SYSTEM_PROMPT, user)

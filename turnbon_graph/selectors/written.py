@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from turnbon_graph.candidates import Candidate, canonical_action
 from turnbon_graph.selectors.model_call import Asked, ModelCaller
-from turnbon_graph.selectors.prompting import parse_reply, retry_prompt
+from turnbon_graph.selectors.prompting import as_json, parse_reply, retry_prompt
 
 ToolNames = dict[str, set[str]]
 """Tool name -> the argument names candidates passed to it."""
@@ -67,13 +67,20 @@ def tools_used(candidates: Sequence[Candidate], *extra: AIMessage | None) -> Too
     return used
 
 
-def action_schema(tools: ToolNames, *, allow_none: bool, reason: str) -> dict[str, Any]:
+def action_schema(tools: ToolNames | None, *, allow_none: bool, reason: str = "") -> dict[str, Any]:
     """The JSON schema of a written action. `args` stays an open object, so this schema
-    is sent non-strict (strict mode needs every property of every object listed)."""
+    is sent non-strict (strict mode needs every property of every object listed).
+
+    With `tools`, the names are an enum (the `response_format`); None is the schema a
+    prompt shows, whose names are in the tools block (`tools_section`), so no
+    candidate-chosen name reaches the answer section."""
+    name: dict[str, Any] = {"type": "string", "description": "A tool the candidates use."}
+    if tools is not None:
+        name = {"type": "string", "enum": sorted(tools)}
     call: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "name": {"type": "string", "enum": sorted(tools)},
+            "name": name,
             "args": {"type": "object", "description": "The tool's arguments."},
         },
         "required": ["name", "args"],
@@ -100,13 +107,23 @@ def action_schema(tools: ToolNames, *, allow_none: bool, reason: str) -> dict[st
     }
 
 
+def tools_section(tools: ToolNames) -> str:
+    """The tools and argument names the candidates use, as data: each name is one the
+    candidates chose, so it is rendered like them (`as_json`), inside a tag of its own."""
+    known = {name: sorted(args) for name, args in sorted(tools.items())}
+    return (
+        "## Tools the candidates use\n"
+        "One JSON object: each tool's name and its argument names.\n"
+        f"<tools_used>\n{as_json(known)}\n</tools_used>"
+    )
+
+
 def action_rules(tools: ToolNames, *, allow_none: bool) -> str:
-    """The rules of a written action, for the prompt."""
+    """The rules of a written action, for the prompt (no name in it: see `tools_section`)."""
     if tools:
-        known = "; ".join(f"{name}({', '.join(sorted(a))})" for name, a in sorted(tools.items()))
         rules = (
-            f"tool_calls lists the tool calls to make, each with a name and args. Use only "
-            f"these tools and argument names, which the candidates use: {known}. "
+            "tool_calls lists the tool calls to make, each with a name and args. Use only "
+            "the tools and argument names the candidates use, listed above. "
         )
     else:
         rules = "The candidates call no tool, so tool_calls must be empty. "
@@ -122,14 +139,15 @@ def action_rules(tools: ToolNames, *, allow_none: bool) -> str:
 def check_action(action: WrittenAction, tools: ToolNames) -> str | None:
     """What is wrong with a written action, or None."""
     for call in action.tool_calls:
+        name = as_json(call.name)
         if call.name not in tools:
-            offered = sorted(tools) or "none"
-            return f"tool {call.name!r} is not one the candidates use (use one of {offered})"
+            offered = as_json(sorted(tools)) if tools else "none"
+            return f"tool {name} is not one the candidates use (use one of {offered})"
         unknown = sorted(set(call.args) - tools[call.name])
         if unknown:
             return (
-                f"tool {call.name!r} has argument(s) {unknown} that no candidate passes to it "
-                f"(known: {sorted(tools[call.name])})"
+                f"tool {name} has argument(s) {as_json(unknown)} that no candidate passes "
+                f"to it (known: {as_json(sorted(tools[call.name]))})"
             )
     if not action.tool_calls and not action.content.strip():
         return "the action is empty: give tool_calls, or content for a reply"
@@ -201,7 +219,7 @@ class ActionWriter(ModelCaller):
         self, request: list[dict[str, str]], tools: ToolNames, name: str
     ) -> Asked[WrittenAction]:
         """Asks `request` for an action using only `tools`; `name` names its schema."""
-        schema = action_schema(tools, allow_none=self.allow_none, reason="")
+        schema = action_schema(tools, allow_none=self.allow_none)
         return await self.ask_json(
             self.model,
             request,
