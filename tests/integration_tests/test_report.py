@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -332,3 +333,22 @@ def test_ctrl_c_stops_cleanly_and_the_printed_command_resumes(
     )
     assert again.returncode == 0, again.stderr
     assert sorted(r.task for r in read_episodes(run_dir)) == ["a", "b", "c", "d"]
+
+
+def test_every_table_and_figure_carries_the_papers_number(run: Path, tmp_path: Path) -> None:
+    text = write_report(run, tmp_path, resamples=500).read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    for label in ("Figure 2a", "Figure 2b", "Figure 3b", "Table 1", "Table 2", "Figure 3a"):
+        assert sum(label in h for h in headings) == 1, (label, headings)
+    # Table 2 says it is Table 2 (Table 5 only assigns the endings).
+    assert "Share of attempts by ending, as in the paper's Table 2" in text
+    images = re.findall(r"!\[([^\]]*)\]\(", text)
+    assert images and all(alt.startswith(("Figure ", "Table ")) for alt in images)
+
+
+def test_p_values_read_the_same_in_both_reports() -> None:
+    from turnbon_graph.bench.report_format import p_value
+
+    assert p_value(0.0, 10_000) == p_value(0.00003) == "< 0.0001"
+    assert p_value(0.0, 1_000) == "< 0.001"  # 1,000 resamples cannot tell less
+    assert p_value(0.01234) == "0.0123" and p_value(1.0) == "1.0000"

@@ -62,9 +62,10 @@ def curves(
     order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
 ) -> list[str]:
     lines: list[str] = []
-    for title, explain, metric, plot in (
+    for title, alt, explain, metric, plot in (
         (
             "pass@k (Figure 2b)",
+            "Figure 2b: pass@k over k trials",
             "pass@k: the chance that at least one of k trials drawn from a task's trials "
             "passes (unbiased estimator), averaged over tasks (Figure 2b).",
             metrics.pass_at_k_curve,
@@ -72,6 +73,7 @@ def curves(
         ),
         (
             "Consistency (Figure 3b)",
+            "Figure 3b: consistency, solved in all k trials",
             "Consistency@k: the chance that all k trials drawn pass, averaged over tasks; at "
             "k = trials it is the share of tasks solved in every trial (Figure 3b).",
             metrics.consistency_curve,
@@ -89,7 +91,7 @@ def curves(
             "",
             *table(["Setting", *(f"k={k}" for k in ks)], rows),
             "",
-            *image(plots, plot, title),
+            *image(plots, plot, alt),
         ]
     return lines
 
