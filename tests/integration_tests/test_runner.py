@@ -82,6 +82,9 @@ async def test_runs_every_episode_and_records_outcomes(stub: StubServer, tmp_pat
     assert lines[0]["record"]["n_requested"] == 3  # type: ignore[index]
     settings = json.loads((tmp_path / "run.json").read_text())
     assert settings["n_values"] == [1, 3] and settings["tasks"] == ["five", "unlucky"]
+    # The local runner ran every episode in this process, with no Ray node.
+    assert {(r.worker.pid, r.worker.node) for r in results if r.worker} == {(os.getpid(), None)}
+    assert all(r.worker is not None for r in results)
 
 
 async def test_failures_become_agent_errors_and_time_limits(

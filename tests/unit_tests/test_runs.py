@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 from pathlib import Path
 
-from turnbon_graph.bench.runs import EpisodeResult, append_line, read_lines
+from turnbon_graph.bench.runs import (
+    EpisodeResult,
+    Worker,
+    append_line,
+    current_worker,
+    read_lines,
+)
 
 
 def result(task: str) -> EpisodeResult:
@@ -20,6 +29,15 @@ def test_a_line_appended_after_a_torn_one_is_kept(tmp_path: Path) -> None:
         handle.write(result("b").model_dump_json()[:40])
     append_line(path, result("c").model_dump_json())
     assert [r.task for r in read_lines(path, EpisodeResult)] == ["a", "c"]
+
+
+def test_rows_written_before_the_worker_field_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "episodes.jsonl"
+    old = result("a").model_dump(exclude={"worker"})
+    append_line(path, json.dumps(old))
+    append_line(path, result("b").model_copy(update={"worker": current_worker()}).model_dump_json())
+    a, b = read_lines(path, EpisodeResult)
+    assert a.worker is None and b.worker == Worker(pid=os.getpid(), host=socket.gethostname())
 
 
 def test_a_missing_file_reads_as_empty(tmp_path: Path) -> None:

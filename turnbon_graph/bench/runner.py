@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -27,6 +27,7 @@ from turnbon_graph.bench.runs import (
     EpisodeResult,
     RunSettings,
     append_line,
+    current_worker,
     read_episodes,
     setting_label,
     turns_path,
@@ -35,6 +36,9 @@ from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import RECORD_KEY, Usage, UsageSplit
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import TurnEngine
+
+if TYPE_CHECKING:
+    from turnbon_graph.bench.ray_runner import RayOptions
 
 OBSERVATION_LIMIT = 4000
 """Characters of a tool result kept in the turns file (the full text went to the model)."""
@@ -60,8 +64,56 @@ async def run_benchmark(
     *,
     tasks: Sequence[str] | None = None,
     progress: bool = True,
+    ray: str | RayOptions | None = None,
 ) -> list[EpisodeResult]:
-    """Runs what the run folder does not have yet; returns every episode result of the run."""
+    """Runs what the run folder does not have yet; returns every episode result of the run.
+
+    `ray`: None runs the episodes here, on this event loop; a Ray address ("local" starts
+    a Ray instance on this machine's cores, "auto" or "host:port" joins a cluster) or a
+    `RayOptions` runs them on Ray workers (`turnbon_graph.bench.ray_runner`), into the
+    same run folder."""
+    if ray is not None:
+        from turnbon_graph.bench.ray_runner import run_on_ray
+
+        return await run_on_ray(
+            environment, config, run_dir, tasks=tasks, progress=progress, ray=ray
+        )
+    plan = plan_run(environment, config, run_dir, tasks)
+    engines = plan.engines
+    bar = Progress(total=len(plan.todo), enabled=progress)
+    limit = asyncio.Semaphore(config.concurrency)
+    lock = asyncio.Lock()
+
+    async def one(task: TaskSpec, trial: int, n: int) -> None:
+        async with limit:
+            result = await run_episode(environment, engines[n], task, trial, n, run_dir)
+        async with lock:
+            record_episode(run_dir, result, bar)
+
+    try:
+        await asyncio.gather(*(one(task, trial, n) for task, trial, n in plan.todo))
+    finally:
+        bar.close()
+    return read_episodes(run_dir)
+
+
+Todo = tuple[TaskSpec, int, int]
+"""An episode to run: the task, the trial, N."""
+
+
+@dataclass
+class RunPlan:
+    """A run's folder prepared (or checked, on a rerun) and the episodes it lacks."""
+
+    engines: dict[int, TurnEngine]
+    todo: list[Todo]
+
+
+def plan_run(
+    environment: Environment, config: BenchConfig, run_dir: Path, tasks: Sequence[str] | None
+) -> RunPlan:
+    """One engine per N, the run folder's settings written (or checked against a rerun's),
+    and every (task, trial, N) the folder has no episode line of yet."""
     chosen = chosen_tasks(environment, tasks)
     engines = {
         n: TurnEngine.from_options(
@@ -87,22 +139,13 @@ async def run_benchmark(
         for trial in range(config.trials)
         if (setting_label(n), task.id, trial) not in done
     ]
-    bar = _Progress(total=len(todo), enabled=progress)
-    limit = asyncio.Semaphore(config.concurrency)
-    lock = asyncio.Lock()
+    return RunPlan(engines, todo)
 
-    async def one(task: TaskSpec, trial: int, n: int) -> None:
-        async with limit:
-            result = await run_episode(environment, engines[n], task, trial, n, run_dir)
-        async with lock:
-            append_line(run_dir / EPISODES_FILE, result.model_dump_json())
-            bar.update(result)
 
-    try:
-        await asyncio.gather(*(one(task, trial, n) for task, trial, n in todo))
-    finally:
-        bar.close()
-    return read_episodes(run_dir)
+def record_episode(run_dir: Path, result: EpisodeResult, bar: Progress) -> None:
+    """An episode's line, written last: from now on the run counts it as done."""
+    append_line(run_dir / EPISODES_FILE, result.model_dump_json())
+    bar.update(result)
 
 
 def _prepare(run_dir: Path, settings: RunSettings) -> None:
@@ -153,6 +196,7 @@ async def run_episode(
         verifier_output=(end.verdict.output if end.verdict else "")[-4000:],
         category=task.category,
         difficulty=task.difficulty,
+        worker=current_worker(),
     )
 
 
@@ -214,7 +258,7 @@ def _usage(messages: Sequence[BaseMessage]) -> UsageSplit:
     return total
 
 
-class _Progress:
+class Progress:
     """tqdm bar with the pass rate and tokens so far in its postfix."""
 
     def __init__(self, total: int, enabled: bool) -> None:

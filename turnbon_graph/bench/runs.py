@@ -12,10 +12,13 @@ redoes the others from the start, so killing a run loses at most the episodes in
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -41,6 +44,25 @@ class RunSettings(BaseModel):
     created: str = ""
 
 
+class Worker(BaseModel):
+    """The process that ran an episode: the local runner's own, or a Ray worker's."""
+
+    pid: int
+    host: str = ""
+    node: str | None = None
+    """The Ray node id (hex) of a Ray worker; None for the local runner."""
+
+
+def current_worker() -> Worker:
+    """This process, with its Ray node id when it is a connected Ray worker or driver
+    (Ray is never imported here: only a process that already did so has a node)."""
+    ray: Any = sys.modules.get("ray")
+    node = None
+    if ray is not None and ray.is_initialized():
+        node = ray.get_runtime_context().get_node_id()
+    return Worker(pid=os.getpid(), host=socket.gethostname(), node=node)
+
+
 class EpisodeResult(BaseModel):
     """How one attempt at one task went."""
 
@@ -57,6 +79,8 @@ class EpisodeResult(BaseModel):
     verifier_output: str = ""
     category: str | None = None
     difficulty: str | None = None
+    worker: Worker | None = None
+    """Who ran it; None in rows written before runs recorded it."""
 
     @property
     def passed(self) -> bool:
