@@ -75,12 +75,18 @@ def render(notebooks: list[Path], out: Path, run: Path | None) -> list[Path]:
     """Executes `notebooks`, writes their figures and the index into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    command = "python scripts/render_notebook_figures.py" + (f" --run {run}" if run else "")
+    source = (
+        f"the run folder `{run.name}`"
+        if run is not None
+        else "the shipped example run, `docs/example-run` (recorded, seeded, by "
+        "`python scripts/record_example_run.py`)"
+    )
     index = [
         "# Figures of the analysis notebooks",
         "",
-        "Written by `scripts/render_notebook_figures.py` from "
-        + (f"the run folder `{run.name}`" if run is not None else "the shipped example run")
-        + "; do not edit by hand. The notebooks (in `notebooks/`) explain each one.",
+        f"Written by `{command}`: the notebooks executed on {source}; do not edit by hand. "
+        "The notebooks (in `notebooks/`, `make notebooks` opens them) explain each one.",
         "",
     ]
     for path in notebooks:

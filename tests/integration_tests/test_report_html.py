@@ -55,7 +55,7 @@ def test_tables_and_inline_marks_become_html(tmp_path: Path) -> None:
     markdown = (
         "# Run `r`\n\n## Pass rate (Figure 2a)\n\nSome **bold** & <text>.\n\n"
         "| Setting | Rate |\n| :-- | --: |\n| N=1 | 50.0% |\n| a \\| b | 7.5% |\n\n"
-        "> a note\n\n![Figure 2a: the plot](missing.png)\n"
+        "> a note\n>\n> `more`  \n> and more\n\n![Figure 2a: the plot](missing.png)\n"
     )
     page = render_html(markdown, tmp_path)
     assert "<title>Run <code>r</code></title>" in page
@@ -63,7 +63,7 @@ def test_tables_and_inline_marks_become_html(tmp_path: Path) -> None:
     assert "Some <strong>bold</strong> &amp; &lt;text&gt;." in page
     assert '<th class="num">Rate</th>' in page and "<td>a | b</td>" in page
     assert '<td class="num">7.5%</td>' in page
-    assert "<blockquote>a note</blockquote>" in page
+    assert "<blockquote><p>a note</p><p><code>more</code><br>and more</p></blockquote>" in page
     assert "missing.png is missing" in page
 
 

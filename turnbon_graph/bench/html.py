@@ -75,11 +75,18 @@ def render_html(markdown: str, folder: Path) -> str:
     title = next((line[2:] for line in lines if line.startswith("# ")), "Report")
     body: list[str] = []
     paragraph: list[str] = []
+    quote: list[str] = []
 
     def flush() -> None:
         if paragraph:
             body.append(f"<p>{inline(' '.join(paragraph))}</p>")
             paragraph.clear()
+        if quote:  # a note of several lines: `>` alone between its paragraphs
+            text = "<br>".join(inline(q) if q else "</p><p>" for q in quote)
+            body.append(
+                f"<blockquote><p>{text}</p></blockquote>".replace("<br></p><p><br>", "</p><p>")
+            )
+            quote.clear()
 
     index = 0
     while index < len(lines):
@@ -101,9 +108,10 @@ def render_html(markdown: str, folder: Path) -> str:
         elif image:
             flush()
             body.append(_image(image.group("alt"), folder / image.group("src")))
-        elif line.startswith("> "):
-            flush()
-            body.append(f"<blockquote>{inline(line[2:])}</blockquote>")
+        elif line == ">" or line.startswith("> "):
+            if paragraph:
+                flush()
+            quote.append(line[2:].strip())
         elif not line:
             flush()
         else:
