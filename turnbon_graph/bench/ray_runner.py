@@ -275,8 +275,8 @@ class WorkerPool:
                     slot.busy -= 1
                     try:
                         result_json, turns = future.result()
-                    except self._ray.exceptions.RayActorError:
-                        self._lost(slot, actor, item, attempts)
+                    except self._ray.exceptions.RayActorError as exc:
+                        self._lost(slot, actor, item, attempts, exc)
                         queue.appendleft(item)
                         continue
                     await self._record(run_dir, result_json, turns, bar)
@@ -285,7 +285,12 @@ class WorkerPool:
                 future.cancel()
 
     def _lost(
-        self, slot: _Slot, actor: Any, item: Todo, attempts: dict[tuple[str, int, int], int]
+        self,
+        slot: _Slot,
+        actor: Any,
+        item: Todo,
+        attempts: dict[tuple[str, int, int], int],
+        exc: BaseException,
     ) -> None:
         """Replaces the dead worker (once) and counts the episode's attempt."""
         task, trial, n = item
@@ -294,8 +299,8 @@ class WorkerPool:
         if attempts[key] > self._options.max_attempts:
             raise WorkerLostError(
                 f"episode {task.id} trial {trial} N={n}: its worker died "
-                f"{self._options.max_attempts} times; see the Ray logs (a rerun resumes)"
-            )
+                f"{self._options.max_attempts} times (a rerun resumes); the last: {exc}"[:3000]
+            ) from exc
         if slot.actor is actor:
             if self._book is not None:
                 self._book.forget.remote(slot.name)
