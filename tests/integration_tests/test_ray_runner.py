@@ -222,3 +222,23 @@ async def test_a_forgotten_workers_leases_are_given_back() -> None:
     assert await book.acquire("c", "alive") and await book.acquire("d", "alive")
     assert await book.acquire("e", "dead") is False  # a late call of the dead worker
     assert book.stats()["held"] == 2 and await book.acquire("f", "alive")
+
+
+@needs_ray
+def test_turnbon_bench_ray_runs_the_sweep_on_a_local_ray_instance(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "-m", "turnbon_graph.cli", "bench", "--env", "terminal",
+         "--model", "stub", "--task", "largest-file", "--n", "1", "--trials", "2",
+         "--ray", "--run", str(run)],
+        capture_output=True, text=True, env=env, timeout=BOUND_S, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    rows = read_episodes(run)
+    assert sorted(r.trial for r in rows) == [0, 1]
+    assert all(r.worker is not None and r.worker.node for r in rows)  # Ray workers ran them
+    assert "2 episodes" in done.stdout

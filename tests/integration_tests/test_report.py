@@ -352,3 +352,22 @@ def test_p_values_read_the_same_in_both_reports() -> None:
     assert p_value(0.0, 10_000) == p_value(0.00003) == "< 0.0001"
     assert p_value(0.0, 1_000) == "< 0.001"  # 1,000 resamples cannot tell less
     assert p_value(0.01234) == "0.0123" and p_value(1.0) == "1.0000"
+
+
+def test_bench_with_a_broken_model_says_why_and_exits_non_zero(
+    installed: dict[str, str], tmp_path: Path
+) -> None:
+    # Nothing listens on port 9: every call fails, so every episode ends in an agent error.
+    bench = turnbon(
+        "bench", "--env", "counter", "--tasks", "a=3", "--model", "openai/nosuch",
+        "--api-base", "http://127.0.0.1:9/v1", "--n", "1", "--trials", "2",
+        "--run", str(tmp_path / "broken"),
+    )  # fmt: skip
+    env = {**installed, "OPENAI_API_KEY": "sk-not-a-real-key-1234"}
+    out = subprocess.run(bench, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stderr
+    assert "N=1: 2 of 2 episodes ended in an agent error; the first: " in out.stderr
+    assert "127.0.0.1:9" in out.stderr or "onnect" in out.stderr  # the provider's own error
+    assert "check the model id, the api_base and the API key" in out.stderr
+    assert "sk-not-a-real-key-1234" not in out.stdout + out.stderr
+    assert "Traceback" not in out.stderr

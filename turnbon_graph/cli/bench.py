@@ -37,6 +37,18 @@ def add_parser(commands: Any) -> None:
     SHARED["trials"].add(parser, help="attempts per task and N")
     SHARED["concurrency"].add(parser, help="episodes at once")
     add_flags(parser, "run", "seed")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help=(
+            "run the episodes on Ray (the `ray` extra): alone, a local Ray instance on every "
+            "core of this machine; 'auto' or host:port joins that cluster (docs/ray.md) "
+            "(default: this process only)"
+        ),
+    )
     parser.set_defaults(handler=run)
 
 
@@ -69,9 +81,20 @@ def run(args: argparse.Namespace) -> int:
             f"{settings} on {model}",
             flush=True,
         )
+        ray: Any = None
+        if args.ray is not None:
+            from turnbon_graph.bench.ray_runner import RayOptions, RegisteredEnvironment
+            from turnbon_graph.cli.arguments import STUB_MODEL
+
+            # Workers load the environment from their own install; off this machine each
+            # serves its own stub (the driver's is on this machine's loopback).
+            environment = RegisteredEnvironment(args.env, args.tasks, loaded=environment)
+            ray = RayOptions(
+                address=args.ray, worker_stub=args.model == STUB_MODEL and args.ray != "local"
+            )
         try:
             results = asyncio.run(
-                run_benchmark(environment, config, run_dir, tasks=args.task or None)
+                run_benchmark(environment, config, run_dir, tasks=args.task or None, ray=ray)
             )
         except KeyboardInterrupt:
             # asyncio.run cancelled the episodes in flight; finished ones are on disk.
@@ -83,5 +106,32 @@ def run(args: argparse.Namespace) -> int:
             return INTERRUPTED
     order = setting_order(results, read_settings(run_dir))
     print(f"{len(results)} episodes · {one_line_summary(results, order)}")
+    broken = agent_errors(results, order)
     print(f"Report: turnbon report {shlex.quote(str(run_dir))}")
-    return 0
+    return 1 if broken else 0
+
+
+def agent_errors(results: list[Any], order: list[str]) -> list[str]:
+    """Says, per setting, how many episodes ended in an agent error and the first one's
+    message (on stderr); returns the settings where every episode did: a broken model id
+    or a missing key, not a result."""
+    broken = []
+    for setting in order:
+        rows = [r for r in results if r.setting == setting]
+        errors = [r for r in rows if r.outcome == "agent_error"]
+        if not errors:
+            continue
+        print(
+            f"{setting}: {len(errors)} of {len(rows)} episodes ended in an agent error; "
+            f"the first: {errors[0].error or 'no message'}",
+            file=sys.stderr,
+        )
+        if len(errors) == len(rows):
+            broken.append(setting)
+    if broken:
+        print(
+            f"Every episode of {', '.join(broken)} failed before a verdict: check the model "
+            "id, the api_base and the API key (the error above says which).",
+            file=sys.stderr,
+        )
+    return broken
