@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from asyncio_throttle import Throttler
 
 from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.litellm_calls import is_quiet, price_call, quiet_call
 from turnbon_graph.records import Usage
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -132,6 +133,9 @@ class LiteLLMClient:
             kwargs["num_retries"] = 0
             kwargs["max_retries"] = 0
             call, retries = litellm.acompletion, self.max_retries
+        # Quiet: nobody listens to LiteLLM's per-call logging, so it is switched off for this
+        # call and the call is priced here instead (`price_call`); never for a routed call.
+        quiet = not routed and is_quiet(litellm, kwargs)
         started = time.monotonic()
         attempt = 0
         while True:
@@ -139,7 +143,7 @@ class LiteLLMClient:
             failure: Exception | None = None
             try:
                 async with self.slot():
-                    response = await call(**kwargs)
+                    response = await call(**(quiet_call(litellm, kwargs) if quiet else kwargs))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -164,9 +168,12 @@ class LiteLLMClient:
                 # chain holds a secret) is neither its __cause__ nor its __context__.
                 raise failure
             hidden = getattr(response, "_hidden_params", None) or {}
+            usage = usage_of(response)
+            if quiet:
+                usage.cost_usd = price_call(litellm, kwargs["model"], response)
             return CallResult(
                 response=response,
-                usage=usage_of(response),
+                usage=usage,
                 latency_s=time.monotonic() - started,
                 attempts=attempt,
                 deployment=hidden.get("model_id") if routed else None,

@@ -25,6 +25,7 @@ from turnbon_graph.client import (
     secret_values,
 )
 from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.litellm_calls import supports_response_schema
 from turnbon_graph.records import Usage
 
 __all__ = [
@@ -84,12 +85,7 @@ def with_response_format(
     None and LiteLLM says the model supports one."""
     out = dict(kwargs)
     if setting is None:
-        import litellm  # here, not at import: importing litellm takes seconds
-
-        try:
-            setting = bool(litellm.supports_response_schema(model=model))
-        except Exception:
-            setting = False
+        setting = supports_response_schema(model)  # looked up once per model id
     if setting:
         out["response_format"] = {
             "type": "json_schema",
