@@ -119,11 +119,12 @@ class TurnConfig(BaseModel):
             "asks; an ask over 60 s fails that call at once instead"
         ),
     )
-    native_n: bool = Field(
+    native_n: bool | Literal["auto"] = Field(
         default=False,
         description=(
             "one call with `n=N` where LiteLLM lists `n` for the provider; falls back to "
-            "separate calls if refused"
+            'separate calls if refused; `"auto"`: only for one model id (no `ModelSpec` '
+            "pool), and separate calls from then on once its endpoint refuses or ignores `n`"
         ),
     )
     tool_calling: Literal["auto", "native", "prompted"] = Field(

@@ -36,6 +36,7 @@ from turnbon_graph.client import (
     secret_values,
 )
 from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.litellm_calls import supports_native_n, supports_native_tools
 from turnbon_graph.prompted_tools import parse_prompted_reply, prompted_request
 from turnbon_graph.records import Usage
 
@@ -44,6 +45,7 @@ REASONING_KEYS = ("reasoning_content", "thinking_blocks")
 
 ToolLike = BaseTool | Callable[..., Any]
 ToolCalling = Literal["auto", "native", "prompted"]
+NativeN = bool | Literal["auto"]
 
 
 def to_openai_messages(
@@ -144,33 +146,6 @@ def without_secrets(message: AIMessage, secrets: list[str]) -> AIMessage:
     )
 
 
-def supports_native_tools(model: str) -> bool:
-    """Whether to send `tools` natively: what LiteLLM's model map says, and yes for a
-    model it does not know (OpenAI-compatible servers usually accept tools)."""
-    import litellm
-
-    try:
-        litellm.get_model_info(model)
-    except Exception:
-        return True
-    try:
-        return bool(litellm.supports_function_calling(model=model))
-    except Exception:
-        return True
-
-
-def supports_native_n(model: str) -> bool:
-    """Whether LiteLLM lists `n` among the provider's supported parameters."""
-    import litellm
-
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(model)
-        params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
-    except Exception:
-        return False
-    return params is not None and "n" in params
-
-
 class CandidateSource(Protocol):
     """Where a turn's candidates come from: N calls yielded as they finish. The engine
     needs nothing else of a generator, so a LangChain agent's own model calls
@@ -207,7 +182,10 @@ class CandidateGenerator:
     `i % slots`: `[ModelSpec(model="a", n=3), "b"]` proposes a, a, a, b, a, a, a, b, ...
     With `native_n`, a single model that supports `n` is asked once for all N; if the
     provider refuses, or returns fewer choices, the missing candidates come from
-    separate calls.
+    separate calls. `native_n="auto"` does so only for a model id given as such (no
+    `ModelSpec`, whose per-candidate settings a single call cannot carry) and, once the
+    endpoint has refused `n` or answered with fewer choices, makes separate calls for that
+    model from then on.
 
     `tool_calling`: "native" sends `tools`; "prompted" describes them in the system
     prompt and constrains the reply with a JSON-schema `response_format` (for models
@@ -222,7 +200,7 @@ class CandidateGenerator:
         client: LiteLLMClient,
         *,
         completion_kwargs: dict[str, Any] | None = None,
-        native_n: bool = False,
+        native_n: NativeN = False,
         tool_calling: ToolCalling = "auto",
     ) -> None:
         self.specs = _specs(models)
@@ -236,7 +214,13 @@ class CandidateGenerator:
             )
         self.client = client
         self.completion_kwargs = kwargs
+        if native_n not in (True, False, "auto"):
+            raise ConfigurationError(f"native_n must be True, False or 'auto', got {native_n!r}")
         self.native_n = native_n
+        # One model id given as such: no per-candidate settings a single call cannot carry.
+        self._plain_model = isinstance(models, str) or all(isinstance(m, str) for m in models)
+        self._refuses_n: set[str] = set()
+        """Models whose endpoint refused `n` or ignored it: `auto` calls them one by one."""
         self.tool_calling = tool_calling
 
     def prompts_tools(self, model: str) -> bool:
@@ -301,12 +285,7 @@ class CandidateGenerator:
         indices = range(start, start + n)
         pending: set[asyncio.Task[list[Candidate]]] = set()
         try:
-            if (
-                self.native_n
-                and n > 1
-                and len(self.specs) == 1
-                and supports_native_n(self.specs[0].model)
-            ):
+            if self.uses_native_n(n):
                 pending.add(asyncio.create_task(self._native(requests[0], indices)))
             else:
                 pending.update(
@@ -323,6 +302,15 @@ class CandidateGenerator:
                 task.cancel()
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
+
+    def uses_native_n(self, n: int) -> bool:
+        """Whether `n` candidates come from one call with `n=n` (`native_n`, above)."""
+        if not self.native_n or n < 2 or len(self.specs) != 1:
+            return False
+        model = self.specs[0].model
+        if self.native_n == "auto" and (not self._plain_model or model in self._refuses_n):
+            return False
+        return supports_native_n(model)
 
     def _slot(self, index: int) -> int:
         return self.slots[index % len(self.slots)]
@@ -368,6 +356,7 @@ class CandidateGenerator:
         except Exception:
             # The provider refused `n` (or the call failed): fall back to N separate calls,
             # whose own failures are recorded per candidate.
+            self._refuses_n.add(model)
             singles = await asyncio.gather(*(self._single(request, i) for i in indices))
             return [c for batch in singles for c in batch]
         choices = list(result.response.choices)[: len(indices)]
@@ -392,6 +381,7 @@ class CandidateGenerator:
             for k, (index, choice) in enumerate(zip(indices, choices, strict=False))
         ]
         if len(candidates) < len(indices):
+            self._refuses_n.add(model)  # it ignored `n`: `auto` asks it one by one from now
             missing = await asyncio.gather(
                 *(self._single(request, i) for i in indices[len(candidates) :])
             )

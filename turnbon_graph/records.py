@@ -86,6 +86,9 @@ class SamplingRecord(BaseModel):
     """Candidates whose calls early commit cancelled (their usage is unknown: not counted)."""
     budget: str | None = None
     """Why a budget cut the number of candidates, or None."""
+    native_n: bool | None = None
+    """Whether the candidates came from one call with `n=N` (`native_n`); None where the
+    turn did not say (records written before this field, or a source without the choice)."""
 
 
 class TurnRecord(BaseModel):
