@@ -116,6 +116,28 @@ def test_a_config_file_with_an_unknown_setting_is_refused(
     assert "unknown setting(s) modle" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("model = 5", "model = 5: must be a string"),
+        ('temperature = "hot"', "temperature = 'hot': must be a number"),
+        ("n = 0", "n = 0: must be"),
+        ("trials = true", "trials = True: must be a whole number"),
+        ('tool_calling = "sometimes"', "tool_calling = 'sometimes': must be one of"),
+        ('keep_workdir = "yes"', "keep_workdir = 'yes': must be true or false"),
+    ],
+)
+def test_config_values_follow_the_flags_rules_and_name_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text(f'task = "largest-file"\n{line}\n')
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{config}: {message}" in err
+    assert "Traceback" not in err
+
+
 def _counter(monkeypatch: pytest.MonkeyPatch, factory: str) -> None:
     """`--env counter` is the tests' counter environment made by `factory`."""
     entry = EntryPoint("counter", f"tests.cli_envs:{factory}", registry.ENVIRONMENTS_GROUP)

@@ -198,6 +198,40 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(e.outcome in (None, "pass") for e in ends) else 1
 
 
+def check_config_values(path: Path, values: dict[str, Any]) -> None:
+    """Holds a --config file's values to the rules of the flags they stand for: the same
+    type, the same choices, the same converter (`--n 0` and `n = 0` are refused alike).
+    An error names the file, the key, the value and what is allowed."""
+    from turnbon_graph.errors import ConfigurationError
+
+    parser = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    run_arguments(parser)
+    actions = {action.dest: action for action in parser._actions}
+    for key, value in values.items():
+        action = actions.get(key)
+        if action is None:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            allowed, ok = "true or false", isinstance(value, bool)
+        elif action.type is float:
+            allowed = "a number"
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        elif action.type in (int, positive_int):
+            allowed = "a whole number" + (" of at least 1" if action.type is positive_int else "")
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            allowed, ok = "a string", isinstance(value, str)
+        if ok and action.choices is not None and value not in action.choices:
+            allowed, ok = "one of " + ", ".join(map(str, action.choices)), False
+        if ok and callable(action.type) and action.type not in (str, float, int):
+            try:
+                action.type(str(value))
+            except (argparse.ArgumentTypeError, ValueError) as exc:
+                allowed, ok = str(exc) or allowed, False
+        if not ok:
+            raise ConfigurationError(f"{path}: {key} = {value!r}: must be {allowed}")
+
+
 def run_settings(args: argparse.Namespace) -> dict[str, Any]:
     """Flags over the --config file over `RUN_DEFAULTS`; paths in the file are relative
     to the file."""
@@ -221,6 +255,7 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
                 f"{config}: unknown setting(s) {', '.join(unknown)}; "
                 f"known: {', '.join(RUN_DEFAULTS)}"
             )
+        check_config_values(config, values)
         for key in ("task", "workdir"):
             value = values.get(key)
             if isinstance(value, str) and (config.parent / value).exists():
