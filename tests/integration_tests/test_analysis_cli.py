@@ -82,6 +82,7 @@ def test_analyze_writes_the_behaviour_and_length_tables(
         "analysis.md",
         "figure4_preference.png",
         "figure5_lengths.png",
+        "report.html",  # the same, as one file to share
     ]
     assert not (bench_run / "analysis").exists()  # --out was given
 
@@ -95,7 +96,7 @@ def test_analyze_without_matplotlib_says_how_to_get_the_plots(
     text = (out / "analysis.md").read_text(encoding="utf-8")
     assert "matplotlib is not installed" in text and "turnbon-graph[plots]" in text
     assert "| N=4 | Edits a file |" in text
-    assert [p.name for p in out.iterdir()] == ["analysis.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["analysis.md", "report.html"]
 
 
 def test_analyze_refuses_a_folder_that_is_no_run(

@@ -266,7 +266,10 @@ def test_bench_with_the_stub_then_report(installed: dict[str, str], tmp_path: Pa
         timeout=300,
     )
     assert report.returncode == 0, report.stderr
-    assert report.stdout.strip() == str(tmp_path / "rep" / "report.md")
+    assert report.stdout.split() == [
+        str(tmp_path / "rep" / "report.md"),
+        str(tmp_path / "rep" / "report.html"),
+    ]
     assert "| Selector | `llm:openai/stub` |" in (tmp_path / "rep" / "report.md").read_text()
 
 
