@@ -71,5 +71,22 @@ bench: setup
 bench-local: setup-local
 	$(BIN)/python benchmarks/local_throughput.py
 
+# The peers `benchmarks/turn_cpu.py` compares against live in a virtualenv of their own,
+# never a dependency of the package. Each installs on its own: one that cannot is skipped
+# (the benchmark prints a line for it). OptiLLM comes without its dependencies (torch,
+# transformers, ...): its `bon` approach needs only the OpenAI SDK.
+PEERS_VENV ?= .venv-peers
+PEERS := "its_hub backoff" dspy "langgraph langchain-openai"
+
+bench-peers: setup
+	@test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	@for peer in $(PEERS); do \
+		$(PEERS_VENV)/bin/pip install --quiet $$peer openai aiohttp \
+			|| echo "bench-peers: could not install $$peer; the benchmark skips it"; \
+	done
+	@$(PEERS_VENV)/bin/pip install --quiet --no-deps optillm \
+		|| echo "bench-peers: could not install optillm; the benchmark skips it"
+	$(BIN)/python benchmarks/turn_cpu.py --peers-python $(PEERS_VENV)/bin/python
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
