@@ -209,3 +209,12 @@ async def test_malformed_tool_arguments_become_invalid_tool_calls(stub: StubServ
     message = await engine(stub, n=1).run(ASK)
     assert message.tool_calls == []
     assert message.invalid_tool_calls[0]["name"] == "shell"
+
+
+async def test_a_retry_after_longer_than_the_cap_fails_the_call_at_once(
+    stub: StubServer,
+) -> None:
+    stub.script(error(429, "come back later", retry_after=120), chat_completion("ok"))
+    with pytest.raises(AllCandidatesFailedError, match="retry after 120 s, longer than the 60 s"):
+        await engine(stub, n=1, max_retries=2).run(ASK)
+    assert len(stub.requests) == 1  # not waited out, not retried
