@@ -33,6 +33,8 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 # Keys whose values are secrets: they reach the provider but never a record or an error text.
 _SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD")
 SECRET_KEYS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "aws_session_token"})
+HEADER_KEYS = ("extra_headers", "headers")
+"""Call settings whose values are header maps: every header value is a secret."""
 
 
 @dataclass
@@ -325,7 +327,7 @@ def secret_values(kwargs: Mapping[str, Any]) -> list[str]:
     and the environment's keys and tokens (LiteLLM reads OPENAI_API_KEY & co. there, and a
     provider's error may quote the key it was sent)."""
     secrets = [str(v) for k, v in kwargs.items() if k in SECRET_KEYS and v]
-    for key in ("extra_headers", "headers"):
+    for key in HEADER_KEYS:
         headers = kwargs.get(key)
         if isinstance(headers, Mapping):
             secrets.extend(str(v) for v in headers.values() if v)

@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from turnbon_graph.client import SECRET_KEYS, LiteLLMClient
+from turnbon_graph.client import HEADER_KEYS, SECRET_KEYS, LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import TraceSink
 from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
@@ -59,8 +59,6 @@ CONNECTION_KEYS = (
     "extra_headers",
 )
 """Settings of the generator's endpoint that a default selector (the same model) shares."""
-
-_HEADER_KEYS = ("extra_headers", "headers")
 
 
 class TurnConfig(BaseModel):
@@ -314,7 +312,7 @@ def hide_secrets(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in kwargs.items():
         if key in SECRET_KEYS and isinstance(value, str):
             hidden[key] = SecretStr(value)
-        elif key in _HEADER_KEYS and isinstance(value, Mapping):
+        elif key in HEADER_KEYS and isinstance(value, Mapping):
             hidden[key] = {k: SecretStr(v) if isinstance(v, str) else v for k, v in value.items()}
         else:
             hidden[key] = value
@@ -327,7 +325,7 @@ def reveal_secrets(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in kwargs.items():
         if isinstance(value, SecretStr):
             revealed[key] = value.get_secret_value()
-        elif key in _HEADER_KEYS and isinstance(value, Mapping):
+        elif key in HEADER_KEYS and isinstance(value, Mapping):
             revealed[key] = {
                 k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in value.items()
             }
