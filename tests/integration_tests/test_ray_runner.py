@@ -182,6 +182,38 @@ async def test_the_cluster_limit_holds_across_workers(
     assert requests_in_flight(stub, delay) > 2  # without the cluster limit, more at once
 
 
+def most_arrivals_within(stub: StubServer, window: float) -> int:
+    """The most requests that reached the stub within any `window` seconds."""
+    arrivals = sorted(r.received_at for r in stub.requests)
+    return max(sum(1 for s in arrivals if t <= s < t + window) for t in arrivals)
+
+
+@needs_ray
+async def test_the_cluster_rate_limit_holds_across_workers(
+    ray_instance: Any, stub: StubServer, tmp_path: Path
+) -> None:
+    # The limiter grants at most `rate` requests in any second (a sliding window), so a
+    # burst of `rate` at once is allowed. A grant reaches the stub a moment later (one
+    # actor round trip, then the HTTP request); as long as that lag varies by less than a
+    # second, any `window` seconds of arrivals hold at most rate * window + rate. A limit
+    # that held per worker instead would let the 2 workers send twice that.
+    rate, window = 6, 2.0
+    stub.script(counting_model)  # answered at once: the limit is what paces the run
+    targets = {f"t{i}": 5 for i in range(8)}
+    async with asyncio.timeout(BOUND_S):
+        results = await run_benchmark(
+            CounterEnvironment(targets),
+            config(stub, n_values=[3], trials=1, concurrency=8),
+            tmp_path,
+            progress=False,
+            ray=RayOptions(workers=2, rate_limit=rate),
+        )
+    assert len(results) == 8 and all(r.outcome == "pass" for r in results)
+    assert len({r.worker.pid for r in results if r.worker}) == 2  # both workers called
+    assert len(stub.requests) == 8 * 2 * 3  # the 3 candidates agree: no selector call
+    assert most_arrivals_within(stub, window) <= rate * window + rate
+
+
 @needs_ray
 async def test_a_registered_environment_is_loaded_on_each_worker(
     ray_instance: Any, stub: StubServer, tmp_path: Path
