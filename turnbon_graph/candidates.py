@@ -37,6 +37,8 @@ class Candidate:
     """Early commit stopped waiting for it; its call was cancelled."""
     deployment: str | None = None
     """The `litellm.Router` deployment that served it (its `model_info` id), if routed."""
+    native_n: bool = False
+    """It came from one call that asked for several candidates with `n` (`native_n`)."""
 
     @property
     def ok(self) -> bool:

@@ -8,6 +8,7 @@ Messages and tools go out through langchain-core's converters; replies come back
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
@@ -141,9 +142,10 @@ def without_secrets(message: AIMessage, secrets: list[str]) -> AIMessage:
     fields: a provider that echoes a key or a header must not have it recorded, traced, or
     run in an agent's shell."""
     fields = ("content", "tool_calls", "invalid_tool_calls", "additional_kwargs")
-    return message.model_copy(
-        update={name: redact_value(getattr(message, name), secrets) for name in fields}
-    )
+    update = {name: redact_value(getattr(message, name), secrets) for name in fields}
+    if all(update[name] == getattr(message, name) for name in fields):
+        return message  # nothing to hide: no copy
+    return message.model_copy(update=update)
 
 
 class CandidateSource(Protocol):
@@ -328,14 +330,14 @@ class CandidateGenerator:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            error = redact(describe_error(exc), secret_values(request.kwargs))
+            error = redact(describe_error(exc), request.secrets)
             return [
                 Candidate(
                     index=index, model=model, error=error, latency_s=time.monotonic() - started
                 )
             ]
         message = request.parse(message_from_choice(choice, result.response, result.usage))
-        message = without_secrets(message, secret_values(request.kwargs))
+        message = without_secrets(message, request.secrets)
         return [
             Candidate(
                 index=index,
@@ -360,7 +362,7 @@ class CandidateGenerator:
             singles = await asyncio.gather(*(self._single(request, i) for i in indices))
             return [c for batch in singles for c in batch]
         choices = list(result.response.choices)[: len(indices)]
-        secrets = secret_values(request.kwargs)
+        secrets = request.secrets
         # One call produced them all: its usage is counted once, on the first.
         candidates = [
             Candidate(
@@ -377,6 +379,7 @@ class CandidateGenerator:
                 usage=result.usage if not k else Usage(),
                 latency_s=result.latency_s,
                 deployment=result.deployment,
+                native_n=True,
             )
             for k, (index, choice) in enumerate(zip(indices, choices, strict=False))
         ]
@@ -435,6 +438,12 @@ class _Request:
     kwargs: dict[str, Any]
     allowed_tools: set[str] | None
     """Tool names a prompted reply may use; None for native tool calling."""
+
+    @functools.cached_property
+    def secrets(self) -> list[str]:
+        """What its replies must not carry: read once per turn, not once per candidate
+        (it scans the environment)."""
+        return secret_values(self.kwargs)
 
     def parse(self, message: AIMessage) -> AIMessage:
         if self.allowed_tools is None:

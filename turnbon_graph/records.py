@@ -87,8 +87,8 @@ class SamplingRecord(BaseModel):
     budget: str | None = None
     """Why a budget cut the number of candidates, or None."""
     native_n: bool | None = None
-    """Whether the candidates came from one call with `n=N` (`native_n`); None where the
-    turn did not say (records written before this field, or a source without the choice)."""
+    """Whether candidates came from one call asking for several with `n` (`native_n`)
+    rather than one call each; None in records written before this field."""
 
 
 class TurnRecord(BaseModel):

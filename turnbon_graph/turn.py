@@ -152,6 +152,7 @@ class TurnEngine:
             committed, size = step.commit, step.size
             sampling.stopped = step.reason or None
         sampling.calls = len(candidates)
+        sampling.native_n = any(c.native_n for c in candidates)
         turn = GeneratedTurn(
             turn_id,
             len(candidates),

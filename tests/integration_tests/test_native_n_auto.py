@@ -33,8 +33,9 @@ async def next_turn_asks_one_by_one(stub: StubServer, engine: TurnEngine, n: int
     """The engine's next turn, on an endpoint that now honours `n`, still calls one by one."""
     stub.reset()
     stub.script(honours_n)
-    await engine.run(ASK)
+    record = turn_record(await engine.run(ASK))
     assert sent_n(stub) == [None] * n
+    assert record is not None and record.sampling.native_n is False
 
 
 async def test_auto_asks_once_with_n_where_the_endpoint_honours_it(stub: StubServer) -> None:
@@ -45,13 +46,15 @@ async def test_auto_asks_once_with_n_where_the_endpoint_honours_it(stub: StubSer
     record = turn_record(message)
     assert record is not None and record.n_ok == 4
     assert record.usage.generator.calls == 1  # one call's usage, counted once
+    assert record.sampling.native_n is True  # the record says which path the turn took
 
 
 async def test_auto_makes_separate_calls_for_a_model_spec(stub: StubServer) -> None:
     stub.script(honours_n)
     engine = stub_engine(stub, [ModelSpec(model="openai/stub", n=1)], n=4, native_n="auto")
-    await engine.run(ASK)
+    record = turn_record(await engine.run(ASK))
     assert sent_n(stub) == [None] * 4
+    assert record is not None and record.sampling.native_n is False
 
 
 async def test_auto_stops_asking_for_n_once_the_endpoint_ignores_it(stub: StubServer) -> None:
