@@ -4,7 +4,7 @@
 
     TURNBON_MODEL=openai/gpt-4o-mini TURNBON_API_KEY=sk-... langgraph dev
 
-Environment (read each time the server builds the graph):
+Environment (read each time the server asks for the graph; one graph per environment):
 
 - `TURNBON_MODEL` (required): the generator's LiteLLM model id.
 - `TURNBON_API_BASE`: its endpoint (an OpenAI-compatible server, say).
@@ -23,6 +23,7 @@ user, in its working directory: there is no sandbox. Serve it only where that is
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -87,23 +88,41 @@ def shell(command: str) -> str:
     return f"exit code {process.returncode}\n{output}"
 
 
+_SETTINGS = (
+    "TURNBON_MODEL",
+    "TURNBON_API_BASE",
+    "TURNBON_API_KEY",
+    "TURNBON_N",
+    "TURNBON_SELECTOR",
+)
+
+
 def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The agent the `TURNBON_*` environment describes (see the module docstring)."""
-    model = os.environ.get("TURNBON_MODEL", "").strip()
+    """The agent the `TURNBON_*` environment describes (see the module docstring).
+
+    The server calls this for every run; one graph is built per environment, so that all
+    runs share its engine, and with it `max_concurrency` and `rate_limit`."""
+    return _agent(tuple(os.environ.get(name, "") for name in _SETTINGS))
+
+
+@functools.lru_cache(maxsize=4)
+def _agent(settings: tuple[str, ...]) -> CompiledStateGraph[Any, Any, Any, Any]:
+    environment = dict(zip(_SETTINGS, settings, strict=True))
+    model = environment["TURNBON_MODEL"].strip()
     if not model:
         raise ConfigurationError(
             "TURNBON_MODEL is not set: give the generator's LiteLLM model id, e.g. "
             "TURNBON_MODEL=openai/gpt-4o-mini"
         )
     endpoint: dict[str, Any] = {}
-    if base := os.environ.get("TURNBON_API_BASE"):
+    if base := environment["TURNBON_API_BASE"]:
         endpoint["api_base"] = base
-    if key := os.environ.get("TURNBON_API_KEY"):
+    if key := environment["TURNBON_API_KEY"]:
         endpoint["api_key"] = key
-    options: dict[str, Any] = {"n": _count("TURNBON_N", default=4)}
+    options: dict[str, Any] = {"n": _count("TURNBON_N", environment["TURNBON_N"], default=4)}
     if endpoint:
         options["completion_kwargs"] = endpoint
-    chosen = os.environ.get("TURNBON_SELECTOR", "").strip()
+    chosen = environment["TURNBON_SELECTOR"].strip()
     if chosen.lower() in _SELECTORS:
         options["selector"] = _SELECTORS[chosen.lower()]()
     elif chosen:
@@ -113,8 +132,8 @@ def make_graph() -> CompiledStateGraph[Any, Any, Any, Any]:
     return create_turnbon_agent(model, [shell], name="turnbon", **options).compile()
 
 
-def _count(variable: str, *, default: int) -> int:
-    value = os.environ.get(variable, "").strip()
+def _count(variable: str, value: str, *, default: int) -> int:
+    value = value.strip()
     if not value:
         return default
     try:

@@ -253,3 +253,14 @@ def test_the_environment_must_name_a_model_and_a_whole_n(
         make_graph()
     monkeypatch.setenv("TURNBON_N", "2")
     assert set(make_graph().nodes) >= {"generate", "select", "tools"}
+
+
+def test_runs_share_one_graph_per_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server asks for the graph on every run: one engine per environment, so the
+    runs share its limits (`max_concurrency`, `rate_limit`)."""
+    monkeypatch.setenv("TURNBON_MODEL", "openai/stub")
+    monkeypatch.setenv("TURNBON_N", "2")
+    assert make_graph() is make_graph()
+    first = make_graph()
+    monkeypatch.setenv("TURNBON_N", "3")
+    assert make_graph() is not first
