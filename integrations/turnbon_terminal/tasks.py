@@ -43,7 +43,10 @@ AGENT_NOTE = (
     "variables do not carry over). There is no network. When the task is done, reply "
     "with a short summary and no tool call."
 )
-"""Appended to every instruction: what a model needs to know about this environment."""
+"""Appended to every instruction: what a model needs to know about this environment (a
+task with `allow_internet = true` is told the network is reachable instead)."""
+
+_OFFLINE, _ONLINE = "There is no network.", "The network is reachable."
 
 DOCKER_FILES = (
     "Dockerfile",
@@ -166,9 +169,10 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
     metadata = _table(config, "metadata", folder)
     environment = _table(config, "environment", folder)
     solution = _table(config, "solution", folder)
+    allow_internet = _flag(environment, "allow_internet", folder)
     spec = TaskSpec(
         id=folder.name,
-        instruction=instruction + note,
+        instruction=instruction + (note.replace(_OFFLINE, _ONLINE) if allow_internet else note),
         agent_timeout_s=_number(agent, "timeout_sec", 600.0, folder),
         verifier_timeout_s=_number(verifier, "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S, folder),
         max_turns=int(_number(agent, "max_turns", 50, folder)),
@@ -185,7 +189,7 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
         setup_timeout_s=_number(environment, "build_timeout_sec", DEFAULT_SETUP_TIMEOUT_S, folder),
         verifier_env=_env(verifier, folder),
         solution_env=_env(solution, folder),
-        allow_internet=_flag(environment, "allow_internet", folder),
+        allow_internet=allow_internet,
     )
 
 

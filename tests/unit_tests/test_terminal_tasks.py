@@ -96,6 +96,17 @@ def test_reads_a_terminal_bench_2_task_toml(tmp_path: Path) -> None:
     assert load_tasks(tmp_path / "tb2-task")[0].id == "tb2-task"  # one task folder
 
 
+def test_the_agent_is_told_whether_the_task_has_a_network(tmp_path: Path) -> None:
+    make_task(tmp_path, "offline")
+    make_task(
+        tmp_path, "online", TB2_TOML.replace("allow_internet = false", "allow_internet = true")
+    )
+    offline, online = sorted(load_tasks(tmp_path), key=lambda t: t.id)
+    assert "There is no network." in offline.spec.instruction
+    assert "There is no network." not in online.spec.instruction
+    assert "The network is reachable." in online.spec.instruction
+
+
 def test_refuses_tasks_that_need_docker(tmp_path: Path) -> None:
     make_task(tmp_path, "plain")
     make_task(tmp_path, "dockerized", dockerfile=True)
