@@ -67,6 +67,12 @@ def test_tables_and_inline_marks_become_html(tmp_path: Path) -> None:
     assert "missing.png is missing" in page
 
 
+def test_a_key_value_table_has_no_empty_header_row(tmp_path: Path) -> None:
+    page = render_html("# Run\n\n| | |\n| :-- | :-- |\n| Model | stub |\n", tmp_path)
+    assert "<th></th>" not in page and "<thead>" not in page
+    assert "<tr><td>Model</td><td>stub</td></tr>" in page
+
+
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -162,7 +162,9 @@ def _table(block: list[str]) -> str:
         + "</tr>"
         for r in rows
     )
-    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+    # A key-value table (markdown needs a header row) has an empty one: leave it out.
+    thead = f"<thead><tr>{head}</tr></thead>\n" if any(_cells(header)) else ""
+    return f"<table>\n{thead}<tbody>\n{body}\n</tbody>\n</table>"
 
 
 def _image(alt: str, path: Path) -> str:
