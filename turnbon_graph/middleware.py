@@ -14,7 +14,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables.config import (
@@ -25,6 +31,7 @@ from langchain_core.runnables.config import (
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import Runtime
 
 from turnbon_graph.candidates import Candidate
 from turnbon_graph.chat_client import chat_model_label, usage_of_message
@@ -37,6 +44,7 @@ from turnbon_graph.config import (
     turn_config,
 )
 from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.graph import invalid_call_results
 from turnbon_graph.records import RECORD_KEY
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.selectors.human import HumanSelector
@@ -70,6 +78,11 @@ class TurnBoNMiddleware(AgentMiddleware):
       `tool_calling` (the agent's model makes its own calls), and `HumanSelector` (a
       model call cannot pause between generating and selecting; use
       `create_turnbon_graph`).
+
+    When every candidate's tool-call arguments were invalid, the chosen message carries
+    them as `invalid_tool_calls`; the model is told each parse error in an error
+    `ToolMessage` (as `ToolNode` answers a bad call) and called again, so the agent goes
+    on instead of ending on a turn that ran nothing.
 
     The chosen `AIMessage` carries its turn record in `response_metadata["turnbon"]`. The
     candidates' calls are tagged `nostream`, so `stream_mode="messages"` shows only the
@@ -128,6 +141,16 @@ class TurnBoNMiddleware(AgentMiddleware):
 
         return run_sync(self._turn(request, call))
 
+    @hook_config(can_jump_to=["model"])
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return _answer_invalid(state)
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return _answer_invalid(state)
+
     async def _turn(self, request: ModelRequest, handler: AsyncHandler) -> ModelResponse:
         if self._settings:
             request = request.override(model_settings={**request.model_settings, **self._settings})
@@ -150,6 +173,16 @@ class TurnBoNMiddleware(AgentMiddleware):
         # its AIMessage replaced by the recorded one.
         result = [chosen if isinstance(m, AIMessage) else m for m in response.result]
         return ModelResponse(result=result, structured_response=response.structured_response)
+
+
+def _answer_invalid(state: AgentState[Any]) -> dict[str, Any] | None:
+    """The error results for a chosen action that cannot run (its arguments did not
+    parse), and back to the model; None for any other message."""
+    last = state["messages"][-1] if state["messages"] else None
+    if not isinstance(last, AIMessage) or RECORD_KEY not in last.response_metadata:
+        return None
+    results = invalid_call_results(last)
+    return {"messages": results, "jump_to": "model"} if results else None
 
 
 @dataclass

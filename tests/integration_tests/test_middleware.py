@@ -239,3 +239,30 @@ async def test_max_concurrency_bounds_the_agents_own_model_calls(stub: StubServe
         {"messages": [("user", "hi")]}
     )
     assert requests_in_flight(stub, delay) == 3
+
+
+async def test_an_all_invalid_turn_tells_the_model_and_the_agent_goes_on(
+    stub: StubServer,
+) -> None:
+    def first_turn_invalid(request: CapturedRequest) -> dict[str, Any]:
+        if turns_done(request):
+            return chat_completion("done")
+        broken = {"name": "shell", "arguments": '{"command": "ls'}
+        return chat_completion(
+            tool_calls=[{"id": "call_bad", "type": "function", "function": broken}]
+        )
+
+    stub.script(first_turn_invalid)
+    turnbon = TurnBoNMiddleware(n=2, selector=FirstSelector())
+    agent = create_agent(chat_model(stub), [shell], middleware=[turnbon])
+    messages = (await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}))["messages"]
+    chosen, result, answer = messages[1:]
+    assert isinstance(chosen, AIMessage) and chosen.invalid_tool_calls[0]["id"] == "call_bad"
+    assert isinstance(result, ToolMessage) and result.status == "error"
+    assert result.tool_call_id == "call_bad" and "not valid JSON" in str(result.content)
+    assert isinstance(answer, AIMessage) and answer.content == "done"
+    assert executed == []
+    # The model saw the pair: its call (same id) and the parse error.
+    sent = (generator_requests(stub.requests)[-1].body or {})["messages"]
+    assert [c["id"] for c in sent[-2]["tool_calls"]] == ["call_bad"]
+    assert sent[-1]["role"] == "tool" and sent[-1]["tool_call_id"] == "call_bad"
