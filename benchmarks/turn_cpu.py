@@ -11,10 +11,11 @@ Arms: `graph` (`create_turnbon_graph`, no tool execution), `graph-n` (the same w
 `native_n="auto"`: one call with n=8, the stub honours n), `chat` (`ChatTurnBoN`),
 `middleware` (`TurnBoNMiddleware` in `create_agent` with `ChatOpenAI`; the tool returns
 directly, so a turn also runs it once), the floors `litellm` (the graph's 9 requests as
-bare `litellm.acompletion` calls), `openai` (the same through the OpenAI SDK), `aiohttp`
-(raw), and the peers `its_hub` (`BestOfN` + `LLMJudge`), `dspy` (`BestOfN`), `optillm`
-(`bon`), `react` (LangGraph's `create_react_agent`, N=1). A peer that cannot be imported
-is skipped with a line saying why.
+bare `litellm.acompletion` calls), `client` (the same 9 through our `LiteLLMClient`:
+LiteLLM's per-call logging off, no graph), `openai` (the same through the OpenAI SDK),
+`aiohttp` (raw), and the peers `its_hub` (`BestOfN` + `LLMJudge`), `dspy` (`BestOfN`),
+`optillm` (`bon`), `react` (LangGraph's `create_react_agent`, N=1). A peer that cannot be
+imported is skipped with a line saying why.
 
     python benchmarks/turn_cpu.py                          # ours and the floors
     python benchmarks/turn_cpu.py --peers-python .venv-peers/bin/python   # + the peers
@@ -42,7 +43,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 MODEL = "openai/gpt-4o-mini"
 N = 8
 QUESTION = "Find the failing test and fix it."
-OURS = ["graph", "graph-n", "chat", "middleware", "litellm", "openai", "aiohttp"]
+OURS = ["graph", "graph-n", "chat", "middleware", "client", "litellm", "openai", "aiohttp"]
 PEERS = ["its_hub", "dspy", "optillm", "react"]
 Turn = Callable[[], Awaitable[Any]]
 MARK = "@turn_cpu "  # starts the lines a worker answers with: libraries print too
@@ -147,21 +148,20 @@ async def floor_arm(name: str, url: str) -> Turn:
     bodies = [r.body or {} for r in sorted(requests, key=is_selector_request)]
     for body in bodies:
         body["model"] = "gpt-4o-mini"
-    if name == "litellm":
+    if name in ("litellm", "client"):
         import litellm
+
+        from turnbon_graph.client import LiteLLMClient
 
         keys = ("messages", "tools", "tool_choice", "response_format", "temperature")
         calls = [{k: b[k] for k in keys if k in b} for b in bodies]
+        # `client`: our LiteLLMClient (LiteLLM's logging off, priced by us), no graph.
+        call = LiteLLMClient().complete if name == "client" else litellm.acompletion
 
         async def turn() -> Any:
-            gen = [
-                litellm.acompletion(model=MODEL, api_base=url, api_key="sk-bench", **c)
-                for c in calls[:-1]
-            ]
+            gen = [call(model=MODEL, api_base=url, api_key="sk-bench", **c) for c in calls[:-1]]
             await asyncio.gather(*gen)
-            return await litellm.acompletion(
-                model=MODEL, api_base=url, api_key="sk-bench", **calls[-1]
-            )
+            return await call(model=MODEL, api_base=url, api_key="sk-bench", **calls[-1])
 
         return turn
     if name == "openai":
@@ -353,7 +353,7 @@ def compare(args: argparse.Namespace) -> None:
             f"{statistics.median(r['wall'] for r in rows) * 1000:13.1f}"
         )
     if base and results.get("litellm"):
-        for arm in ("graph", "graph-n"):
+        for arm in ("graph", "graph-n", "client"):
             if results.get(arm):
                 ratios = [
                     a["cpu"] / b["cpu"]
