@@ -8,6 +8,10 @@ import importlib.util
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,40 @@ needs_ray = pytest.mark.skipif(
 BOUND_S = 300
 """A hang guard for a test on Ray (starting workers takes seconds on a busy machine)."""
 TARGETS = {f"t{i}": 5 for i in range(6)} | {"unlucky": 13}
+
+
+RUN_MARK = "TURNBON_RAY_TEST_RUN"
+"""An environment variable a test sets on what starts Ray: every process started from it
+(raylet, GCS, workers) inherits it, however it is re-parented when its parent exits."""
+
+
+def processes_of(mark: str) -> list[str]:
+    """The live processes (not this one) whose environment has `RUN_MARK=mark`: pid and
+    command line of each (read from /proc: Linux, as Ray's CI is)."""
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("needs /proc to list processes by their environment")
+    needle = f"{RUN_MARK}={mark}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if needle not in (proc / "environ").read_bytes().split(b"\0"):
+                continue  # a zombie's environ reads empty: it has exited
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        found.append(f"{proc.name} {command.strip()}")
+    return found
+
+
+def left_behind(mark: str, grace_s: float = 30.0) -> list[str]:
+    """`processes_of(mark)` once they had `grace_s` to exit (a hang guard: shutting Ray down
+    is asynchronous, a killed process takes a moment to go)."""
+    deadline = time.monotonic() + grace_s
+    while (found := processes_of(mark)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -256,21 +294,63 @@ async def test_a_forgotten_workers_leases_are_given_back() -> None:
     assert book.stats()["held"] == 2 and await book.acquire("f", "alive")
 
 
-@needs_ray
-def test_turnbon_bench_ray_runs_the_sweep_on_a_local_ray_instance(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+RAY_TASKS = ["largest-file", "greet-script", "sales-total", "word-frequency"]
 
-    run = tmp_path / "run"
+
+@needs_ray
+def test_turnbon_bench_ray_runs_the_local_runners_episodes_resumes_and_leaves_no_ray_behind(
+    tmp_path: Path,
+) -> None:
+    command = [sys.executable, "-m", "turnbon_graph.cli", "bench", "--env", "terminal",
+               "--model", "stub", "--n", "1", "2", "--trials", "1",
+               "--task", *RAY_TASKS]  # fmt: skip
+    on_ray = [*command, "--ray", "--run", str(tmp_path / "ray")]
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run(
-        [sys.executable, "-m", "turnbon_graph.cli", "bench", "--env", "terminal",
-         "--model", "stub", "--task", "largest-file", "--n", "1", "--trials", "2",
-         "--ray", "--run", str(run)],
+    mark = uuid.uuid4().hex
+    seen: set[str] = set()  # the command lines of the processes the Ray run started
+    with (
+        (tmp_path / "ray.out").open("w") as out,
+        (tmp_path / "ray.err").open("w") as err,
+        subprocess.Popen(
+            on_ray, stdout=out, stderr=err, env={**env, RUN_MARK: mark}, cwd=tmp_path
+        ) as driver,
+        subprocess.Popen(  # the same command without --ray, meanwhile
+            [*command, "--run", str(tmp_path / "local")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path,
+        ) as local,
+    ):  # fmt: skip
+        deadline = time.monotonic() + BOUND_S
+        while driver.poll() is None and time.monotonic() < deadline:
+            seen.update(line.split(" ", 1)[1] for line in processes_of(mark))
+            time.sleep(0.5)
+        driver.wait(timeout=1)
+        local.wait(timeout=BOUND_S)
+    assert local.returncode == 0
+    assert driver.returncode == 0, (tmp_path / "ray.err").read_text()[-2000:]
+    assert "8 episodes · N=1: " in (tmp_path / "ray.out").read_text()
+    # The run started a Ray instance and ended it: nothing it started is left.
+    assert any("raylet" in c for c in seen) and any(c.startswith("ray::") for c in seen)
+    assert left_behind(mark) == []
+
+    rows, expected = read_episodes(tmp_path / "ray"), read_episodes(tmp_path / "local")
+    assert len(rows) == len({r.key for r in rows}) == len(expected) == 8
+    assert {r.key for r in rows} == {r.key for r in expected}
+    assert all(r.worker and r.worker.node and r.worker.pid != driver.pid for r in rows)
+    assert all(r.worker and r.worker.pid == local.pid and not r.worker.node for r in expected)
+
+    # The same command again redoes nothing (and starts no Ray instance).
+    before = (tmp_path / "ray" / EPISODES_FILE).read_bytes()
+    again = subprocess.run(
+        on_ray, capture_output=True, text=True, env=env, timeout=BOUND_S, cwd=tmp_path
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "Resuming: 8 of 8 episode(s) in " in again.stdout and "nothing to run" in again.stdout
+    assert (tmp_path / "ray" / EPISODES_FILE).read_bytes() == before
+
+    report = subprocess.run(
+        [sys.executable, "-m", "turnbon_graph.cli", "report", str(tmp_path / "ray")],
         capture_output=True, text=True, env=env, timeout=BOUND_S, cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode in (0, 1), done.stderr[-2000:]
-    rows = read_episodes(run)
-    assert sorted(r.trial for r in rows) == [0, 1]
-    assert all(r.worker is not None and r.worker.node for r in rows)  # Ray workers ran them
-    assert "2 episodes" in done.stdout
+    assert report.returncode == 0, report.stderr[-2000:]
+    text = (tmp_path / "ray" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "| Settings | N=1 (baseline), N=2 |" in text

@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from turnbon_graph.bench.report import one_line_summary, read_settings, setting_order
     from turnbon_graph.bench.report_format import TIMES
     from turnbon_graph.bench.runner import BenchConfig, run_benchmark
+    from turnbon_graph.bench.runs import read_episodes
     from turnbon_graph.cli.models import connection, engine_options, episode_setup
 
     setup = episode_setup(args)
@@ -81,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
             f"{settings} on {model}",
             flush=True,
         )
+        if done := len(read_episodes(run_dir)):
+            total = count * args.trials * len(config.n_values)
+            left = f"{total - done} to run" if total > done else "nothing to run"
+            print(f"Resuming: {done} of {total} episode(s) in {run_dir}; {left}.", flush=True)
         ray: Any = None
         if args.ray is not None:
             from turnbon_graph.bench.ray_runner import RayOptions, RegisteredEnvironment
