@@ -72,14 +72,20 @@ def left_behind(mark: str, grace_s: float = 30.0) -> list[str]:
 
 @pytest.fixture(scope="module")
 def ray_instance() -> Iterator[Any]:
-    """One local Ray instance for the module's tests; the runner joins it."""
+    """One local Ray instance for the module's tests; the runner joins it. Shut down after
+    them, and then none of its processes may be left."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    mark = uuid.uuid4().hex
+    with pytest.MonkeyPatch.context() as patch:  # only Ray's processes inherit the mark
+        patch.setenv(RUN_MARK, mark)
+        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    assert processes_of(mark)  # the mark reached Ray's processes (raylet, GCS)
     try:
         yield ray
     finally:
         ray.shutdown()
+    assert left_behind(mark) == [], "the tests' Ray instance left processes behind"
 
 
 def comparable(results: list[EpisodeResult]) -> list[dict[str, Any]]:
