@@ -136,6 +136,55 @@ def test_the_stream_is_server_sent_events_ending_in_done(
     assert last["turnbon"]["selector"] == "llm:openai/stub" and last["usage"]["total_tokens"] == 72
 
 
+def test_a_long_streamed_turn_is_kept_alive_until_its_chunks(stub: StubServer) -> None:
+    # Every candidate answers alike after 0.6 s (unanimous: no selector call); the stream
+    # starts after 0.1 s with SSE comments, which the SDK skips.
+    stub.script(StubResponse(body=chat_completion("same answer"), delay=0.6))
+    body = {"model": "turnbon", "messages": MESSAGES, "stream": True}
+    with BackgroundServer(serve_config(stub, keepalive_s=0.1)) as running:
+        with httpx.stream("POST", f"{running.base_url}/chat/completions", json=body) as response:
+            assert response.status_code == 200
+            events = [e for e in response.read().decode().split("\n\n") if e]
+        stub.reset()
+        stub.script(StubResponse(body=chat_completion("same answer"), delay=0.6))
+        content, _, _ = _streamed(client_of(running), model="turnbon", messages=MESSAGES)
+    comments = [e for e in events if e.startswith(":")]
+    assert comments and events[: len(comments)] == comments  # all before the first chunk
+    assert events[-1] == "data: [DONE]" and content == "same answer"
+
+
+def test_a_kept_alive_stream_that_fails_ends_in_an_error_event(stub: StubServer) -> None:
+    stub.script(error(401, f"invalid api key {UPSTREAM_KEY}", delay=0.6))
+    with BackgroundServer(serve_config(stub, keepalive_s=0.1)) as running:
+        with pytest.raises(openai.APIError) as caught:
+            _streamed(client_of(running), model="turnbon", messages=MESSAGES)
+        assert not isinstance(caught.value, openai.APIStatusError)  # an event, after a 200
+        assert "All 3 candidate call(s)" in caught.value.message
+        assert UPSTREAM_KEY not in caught.value.message
+        stub.reset()
+        script_turns(stub, text=True)  # the server stays up
+        answer = client_of(running).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert answer.choices[0].message.content == CHOSEN
+
+
+def test_a_streamed_turn_that_fails_soon_keeps_its_status(stub: StubServer) -> None:
+    stub.script(error(401, "invalid api key"))
+    config = serve_config(stub, keepalive_s=30)
+    with BackgroundServer(config) as running, pytest.raises(openai.APIStatusError) as caught:
+        _streamed(client_of(running), model="turnbon", messages=MESSAGES)
+    assert caught.value.status_code == 502
+
+
+def test_the_commands_defaults_are_the_servers() -> None:
+    import dataclasses
+
+    from turnbon_graph.cli.serve import SETTINGS
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ServeConfig)}
+    shared = {"host", "port", "name", "shutdown_timeout", "keepalive_s"}
+    assert {k: SETTINGS[k] for k in shared} == {k: defaults[k] for k in shared}
+
+
 @pytest.mark.parametrize(
     ("content", "says"),
     [

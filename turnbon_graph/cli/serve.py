@@ -27,6 +27,7 @@ SETTINGS: dict[str, Any] = {
     "name": "turnbon",
     "require_key_env": None,
     "shutdown_timeout": 30.0,
+    "keepalive_s": 15.0,
 }
 """The server's own settings (a --config file may set them, and any turn option)."""
 
@@ -103,6 +104,15 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="on SIGTERM/SIGINT, seconds in-flight requests get before they are cancelled",
     )
+    parser.add_argument(
+        "--keepalive",
+        dest="keepalive_s",
+        type=float,
+        default=SETTINGS["keepalive_s"],
+        metavar="S",
+        help="a streamed turn running longer starts its stream and sends an SSE comment "
+        "every S seconds, so read timeouts do not end it (0: never)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         port=settings["port"],
         require_key=_secret(settings["require_key_env"], "--require-key-env"),
         shutdown_timeout=settings["shutdown_timeout"],
+        keepalive_s=settings["keepalive_s"],
     )
     print(
         f"turnbon serve: {config.model} (n={config.turn.n}) as {config.name!r} on "

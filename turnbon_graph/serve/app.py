@@ -8,7 +8,9 @@ OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`: 400 for a mal
 body or a bad option, 401 for a wrong key, 502 when every candidate failed upstream, 500
 for anything else, and nothing a request does stops the server. One engine serves every
 request, so concurrent requests share its `max_concurrency` and `rate_limit`. A client
-that goes away cancels its turn (and the upstream calls in flight).
+that goes away cancels its turn (and the upstream calls in flight). A streamed turn that
+takes longer than `keepalive_s` starts its stream early and sends an SSE comment every
+`keepalive_s` until the chunks (a failure then comes as an error event).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -50,8 +52,11 @@ CLIENT_GONE = 499
 
 def error_response(status: int, message: str, kind: str, code: str) -> JSONResponse:
     """An error in OpenAI's shape."""
-    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(_error_body(message, kind, code), status_code=status)
+
+
+def _error_body(message: str, kind: str, code: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Starlette:
@@ -137,24 +142,65 @@ class _Service:
             chat = parse_chat_request(body)
         except ConfigurationError as exc:
             return error_response(400, str(exc), "invalid_request_error", "invalid_request")
+        name = chat.model or self.config.name
+        turn = asyncio.create_task(self._turn(request, chat))
         try:
-            message = await self._turn(request, chat)
-        except ConfigurationError as exc:
-            return error_response(400, self._clean(exc), "invalid_request_error", "invalid_request")
-        except AllCandidatesFailedError as exc:
-            log.warning("turn failed upstream: %s", self._clean(exc))
-            return error_response(502, self._clean(exc), "upstream_error", "all_candidates_failed")
-        except Exception as exc:  # a bug or an unexpected failure: answer, stay up
-            log.error("turn failed: %s: %s", type(exc).__name__, self._clean(exc))
-            text = f"the turn failed: {type(exc).__name__}: {self._clean(exc)}"
-            return error_response(500, text, "server_error", "internal_error")
+            if chat.stream and self.config.keepalive_s:
+                await asyncio.wait({turn}, timeout=self.config.keepalive_s)
+                if not turn.done():  # a long turn: start the stream, keep it alive
+                    events = self._kept_alive(turn, name)
+                    return StreamingResponse(events, media_type="text/event-stream")
+            await asyncio.wait({turn})
+        except BaseException:  # this handler was cancelled (shutdown): so is its turn
+            turn.cancel()
+            raise
+        if (failure := self._failure(turn)) is not None:
+            status, body = failure
+            return JSONResponse(body, status_code=status)
+        message = turn.result()
         if message is None:
             return Response(status_code=CLIENT_GONE)
-        name = chat.model or self.config.name
         if chat.stream:
             chunks = chat_completion_chunks(message, model=name)
             return StreamingResponse(_events(chunks), media_type="text/event-stream")
         return JSONResponse(chat_completion(message, model=name))
+
+    def _failure(self, turn: asyncio.Task[AIMessage | None]) -> tuple[int, dict[str, Any]] | None:
+        """The status and OpenAI-shaped error body for a finished turn that raised."""
+        exc = None if turn.cancelled() else turn.exception()
+        if exc is None:
+            return None
+        if isinstance(exc, ConfigurationError):
+            return 400, _error_body(self._clean(exc), "invalid_request_error", "invalid_request")
+        if isinstance(exc, AllCandidatesFailedError):
+            log.warning("turn failed upstream: %s", self._clean(exc))
+            return 502, _error_body(self._clean(exc), "upstream_error", "all_candidates_failed")
+        # a bug or an unexpected failure: answer, stay up
+        log.error("turn failed: %s: %s", type(exc).__name__, self._clean(exc))
+        text = f"the turn failed: {type(exc).__name__}: {self._clean(exc)}"
+        return 500, _error_body(text, "server_error", "internal_error")
+
+    async def _kept_alive(
+        self, turn: asyncio.Task[AIMessage | None], name: str
+    ) -> AsyncIterator[str]:
+        """A stream started before its turn was chosen: an SSE comment (which clients
+        skip) every `keepalive_s`, so that no proxy or client read timeout ends a long
+        turn; then the chunks, or a failure as an error event (the status is already 200),
+        which the OpenAI SDK raises as an `APIError`."""
+        try:
+            while not turn.done():
+                yield ": turn in progress\n\n"
+                await asyncio.wait({turn}, timeout=self.config.keepalive_s)
+        finally:  # the client left (Starlette closes the stream): stop the turn
+            if not turn.done():
+                turn.cancel()
+        if (failure := self._failure(turn)) is not None:
+            yield f"data: {json.dumps(failure[1])}\n\n"
+            return
+        message = turn.result()
+        if message is not None:
+            for event in _events(chat_completion_chunks(message, model=name)):
+                yield event
 
     async def _turn(self, request: Request, chat: ChatRequest) -> AIMessage | None:
         """The chosen message, or None when the client left first (its turn cancelled)."""
@@ -193,7 +239,7 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _events(chunks: list[dict[str, Any]]) -> AsyncIterator[str]:
+def _events(chunks: list[dict[str, Any]]) -> Iterator[str]:
     for chunk in chunks:
         yield f"data: {json.dumps(chunk)}\n\n"
     yield "data: [DONE]\n\n"

@@ -32,6 +32,10 @@ class ServeConfig:
     require_key: SecretStr | None = None
     shutdown_timeout: float = 30.0
     """Seconds in-flight requests get to finish on SIGTERM/SIGINT before they are cancelled."""
+    keepalive_s: float = 15.0
+    """Seconds a streamed turn may run before its stream starts (status 200) and an SSE
+    comment goes out every `keepalive_s`, so that proxies' and clients' read timeouts do
+    not end long turns; a turn that fails sooner gets its own status. 0: never."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -44,3 +48,5 @@ class ServeConfig:
             raise ConfigurationError(f"port must be 0..65535, got {self.port}")
         if self.shutdown_timeout < 0:
             raise ConfigurationError("shutdown_timeout must be >= 0 seconds")
+        if self.keepalive_s < 0:
+            raise ConfigurationError("keepalive_s must be >= 0 seconds (0: no keep-alive)")
