@@ -199,6 +199,7 @@ def candidate_to_state(candidate: Candidate) -> dict[str, Any]:
         "ignore_args": list(candidate.ignore_args),
         "cancelled": candidate.cancelled,
         "deployment": candidate.deployment,
+        "native_n": candidate.native_n,
     }
 
 
@@ -214,4 +215,5 @@ def candidate_from_state(data: dict[str, Any]) -> Candidate:
         ignore_args=tuple(data.get("ignore_args", ())),
         cancelled=data.get("cancelled", False),
         deployment=data.get("deployment"),
+        native_n=data.get("native_n", False),
     )

@@ -31,6 +31,7 @@ from langchain_core.runnables.config import (
 from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
+from langgraph.func import task
 from langgraph.runtime import Runtime
 
 from turnbon_graph.candidates import Candidate
@@ -50,6 +51,7 @@ from turnbon_graph.selectors.base import Selector
 from turnbon_graph.selectors.human import HumanSelector
 from turnbon_graph.sync import run_sync
 from turnbon_graph.turn import EventSink, TurnEngine
+from turnbon_graph.turn_state import GeneratedTurn
 
 __all__ = ["TurnBoNMiddleware"]
 
@@ -74,10 +76,12 @@ class TurnBoNMiddleware(AgentMiddleware):
       `trace`, as everywhere; `max_concurrency` and `rate_limit` bound the candidate
       calls and a LiteLLM selector's together (`timeout`, `max_retries`: the selector's;
       the agent's model has its own).
+    - `selector=HumanSelector()`: the agent pauses with LangGraph's `interrupt()` (compile
+      it with a checkpointer) and resumes with `Command(resume=i)`. The candidates are
+      generated in a LangGraph task, whose result the checkpoint keeps, so the resume
+      selects among exactly the candidates the person was shown: none is regenerated.
     - Not here: `prompt` (the agent's `system_prompt` is the prompt), `native_n` and
-      `tool_calling` (the agent's model makes its own calls), and `HumanSelector` (a
-      model call cannot pause between generating and selecting; use
-      `create_turnbon_graph`).
+      `tool_calling` (the agent's model makes its own calls).
 
     When every candidate's tool-call arguments were invalid, the chosen message carries
     them as `invalid_tool_calls`; the model is told each parse error in an error
@@ -109,12 +113,6 @@ class TurnBoNMiddleware(AgentMiddleware):
                 f"TurnBoNMiddleware does not take {', '.join(unsupported)}: the agent's own "
                 "model makes the candidate calls (set its system_prompt on create_agent)"
             )
-        if isinstance(self.config.selector, HumanSelector):
-            raise ConfigurationError(
-                "TurnBoNMiddleware cannot pause for a HumanSelector (a model call cannot wait "
-                "between generating and selecting); use create_turnbon_graph or "
-                "create_turnbon_agent, whose select node pauses"
-            )
         self._settings = reveal_secrets(self.config.completion_kwargs or {})
         self._client = call_client(self.config)
         # A selector that is not the agent's own model is built once: its calls share one
@@ -130,7 +128,10 @@ class TurnBoNMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
-        return await self._turn(request, handler)
+        turn = self._prepare(request, handler)
+        if turn.pauses:  # the candidates are checkpointed before the person is asked
+            return await turn.finish(await _checkpointed_candidates(turn))
+        return await turn.finish(await turn.generate())
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -139,7 +140,10 @@ class TurnBoNMiddleware(AgentMiddleware):
             # The sync handler blocks: each candidate on a thread of its own, concurrently.
             return await asyncio.to_thread(handler, candidate_request)
 
-        return run_sync(self._turn(request, call))
+        turn = self._prepare(request, call)
+        if turn.pauses:
+            return run_sync(turn.finish(_checkpointed_candidates_sync(turn).result()))
+        return run_sync(turn.finish(run_sync(turn.generate())))
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -151,28 +155,77 @@ class TurnBoNMiddleware(AgentMiddleware):
     ) -> dict[str, Any] | None:
         return _answer_invalid(state)
 
-    async def _turn(self, request: ModelRequest, handler: AsyncHandler) -> ModelResponse:
+    def _prepare(self, request: ModelRequest, handler: AsyncHandler) -> _Turn:
         if self._settings:
             request = request.override(model_settings={**request.model_settings, **self._settings})
         source = _HandlerSource(request, handler, self._client)
         selector = self._selector or resolve_selector(
             self.config.model_copy(update={"selector": request.model}), "", {}, self._client
         )
-        engine = TurnEngine(generator=source, selector=selector, config=self.config)
         messages: list[BaseMessage] = list(request.messages)
         if request.system_message is not None:
             messages.insert(0, request.system_message)
-        on_event = _stream_events()
-        turn = await engine.generate(messages, on_event=on_event)
-        chosen = await engine.select(messages, turn, on_event=on_event)
+        engine = TurnEngine(generator=source, selector=selector, config=self.config)
+        return _Turn(engine, source, messages, _stream_events())
+
+
+@dataclass
+class _Turn:
+    """One model call of the agent made a turn: its candidates, then the selection."""
+
+    engine: TurnEngine
+    source: _HandlerSource
+    messages: list[BaseMessage]
+    on_event: EventSink | None
+
+    @property
+    def pauses(self) -> bool:
+        """A person selects (`HumanSelector`): the graph pauses, and on resume the model
+        node runs again from its start, so the candidates must come from a checkpoint."""
+        return isinstance(self.engine.selector, HumanSelector)
+
+    async def generate(self) -> GeneratedTurn:
+        return await self.engine.generate(self.messages, on_event=self.on_event)
+
+    def saved(self, turn: GeneratedTurn) -> dict[str, Any]:
+        """The turn and the candidates' whole responses, as a checkpoint holds them."""
+        responses = {
+            str(i): {"result": r.result, "structured": r.structured_response}
+            for i, r in self.source.responses.items()
+        }
+        return {"turn": turn.to_state(), "responses": responses}
+
+    async def finish(self, generated: GeneratedTurn | dict[str, Any]) -> ModelResponse:
+        if isinstance(generated, dict):  # from the checkpoint
+            turn = GeneratedTurn.from_state(generated["turn"])
+            self.source.responses = {
+                int(i): ModelResponse(result=r["result"], structured_response=r["structured"])
+                for i, r in generated["responses"].items()
+            }
+        else:
+            turn = generated
+        chosen = await self.engine.select(self.messages, turn, on_event=self.on_event)
         record = chosen.response_metadata[RECORD_KEY]
-        response = source.responses.get(record["selected_index"])
+        response = self.source.responses.get(record["selected_index"])
         if response is None or record.get("synthesized") is not None:
             return ModelResponse(result=[chosen])  # an action the selector wrote itself
         # The chosen candidate's whole response (a structured output's ToolMessage too),
         # its AIMessage replaced by the recorded one.
         result = [chosen if isinstance(m, AIMessage) else m for m in response.result]
         return ModelResponse(result=result, structured_response=response.structured_response)
+
+
+# LangGraph saves a task's result with the node's progress: when a HumanSelector's
+# interrupt ends the model node and the resume runs it again, the same task call returns
+# the saved candidates instead of calling the model N times more.
+@task
+async def _checkpointed_candidates(turn: _Turn) -> dict[str, Any]:
+    return turn.saved(await turn.generate())
+
+
+@task
+def _checkpointed_candidates_sync(turn: _Turn) -> dict[str, Any]:
+    return turn.saved(run_sync(turn.generate()))
 
 
 def _answer_invalid(state: AgentState[Any]) -> dict[str, Any] | None:

@@ -13,6 +13,8 @@ from langchain.agents.middleware import ModelRetryMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from tests.helpers import (
     generator_requests,
@@ -201,8 +203,6 @@ async def test_without_retry_a_failed_candidate_is_recorded_and_not_chosen(
 def test_options_that_do_not_apply_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="does not take prompt"):
         TurnBoNMiddleware(prompt="be brief")
-    with pytest.raises(ConfigurationError, match="HumanSelector"):
-        TurnBoNMiddleware(selector=HumanSelector())
     with pytest.raises(ConfigurationError, match="temprature is not a turn option"):
         TurnBoNMiddleware(temprature=1.0)
 
@@ -266,3 +266,46 @@ async def test_an_all_invalid_turn_tells_the_model_and_the_agent_goes_on(
     sent = (generator_requests(stub.requests)[-1].body or {})["messages"]
     assert [c["id"] for c in sent[-2]["tool_calls"]] == ["call_bad"]
     assert sent[-1]["role"] == "tool" and sent[-1]["tool_call_id"] == "call_bad"
+
+
+def human_agent(stub: StubServer) -> Any:
+    script(stub)
+    turnbon = TurnBoNMiddleware(n=3, seed=0, selector=HumanSelector())
+    return create_agent(
+        chat_model(stub), [shell], middleware=[turnbon], checkpointer=InMemorySaver()
+    )
+
+
+def shown_commands(paused: dict[str, Any]) -> list[str]:
+    (pause,) = paused["__interrupt__"]
+    return [c["tool_calls"][0]["args"]["command"] for c in pause.value["candidates"]]
+
+
+async def test_a_human_selector_pauses_and_resumes_with_the_candidates_shown(
+    stub: StubServer,
+) -> None:
+    agent = human_agent(stub)
+    thread = {"configurable": {"thread_id": "t"}}
+    paused = await agent.ainvoke({"messages": [("user", "fix it")]}, thread)
+    first = shown_commands(paused)
+    assert len(generator_requests(stub.requests)) == 3 and executed == []
+    paused = await agent.ainvoke(Command(resume=1), thread)
+    # The resume ran the person's pick among exactly those three: nothing regenerated.
+    assert executed == [first[1]]
+    assert len(generator_requests(stub.requests)) == 6  # the next turn's three
+    second = shown_commands(paused)
+    done = await agent.ainvoke(Command(resume={"index": 2}), thread)
+    assert executed == [first[1], second[2]]
+    assert done["messages"][-1].content == "all done"
+    record = turn_record(done["messages"][1])
+    assert record is not None and record.selector == "human"
+    assert selector_requests(stub.requests) == []
+
+
+def test_the_sync_agent_pauses_for_a_person_too(stub: StubServer) -> None:
+    agent = human_agent(stub)
+    thread = {"configurable": {"thread_id": "t"}}
+    first = shown_commands(agent.invoke({"messages": [("user", "fix it")]}, thread))
+    agent.invoke(Command(resume=0), thread)
+    assert executed == [first[0]]
+    assert len(generator_requests(stub.requests)) == 6

@@ -2,9 +2,10 @@
 and resumes with the position a person picked: `Command(resume=1)`.
 
 `create_turnbon_graph` / `create_turnbon_agent` checkpoint the candidates between their
-`generate` and `select` nodes, so resuming (in another process, with a persistent
-checkpointer) re-runs only `select`: nothing is regenerated and the person's answer
-applies to exactly the candidates they were shown.
+`generate` and `select` nodes (`TurnBoNMiddleware` in a task before selecting), so
+resuming (in another process, with a persistent checkpointer) re-runs only the
+selection: nothing is regenerated and the person's answer applies to exactly the
+candidates they were shown.
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ class HumanSelector:
     `langgraph-checkpoint-sqlite`'s, to resume in another process).
 
     Use it with `create_turnbon_graph` or `create_turnbon_agent`, whose `select` node
-    re-runs alone on resume. `ChatTurnBoN` generates and selects in one call, so a node
-    calling it would regenerate on resume and the answer would meet new candidates.
+    re-runs alone on resume, or with `TurnBoNMiddleware`, whose candidates come from a
+    LangGraph task that the checkpoint keeps. `ChatTurnBoN` generates and selects in one
+    call, so a node calling it would regenerate on resume and the answer would meet new
+    candidates.
     It never rejects every candidate: a rejection resamples inside the `select` node, and
     that fresh batch is not checkpointed, so the next resume would regenerate it.
     """
