@@ -217,7 +217,19 @@ async def peer_arm(name: str, url: str) -> Turn:
         )
         return lambda: asyncio.to_thread(best, question=QUESTION)
     if name == "optillm":
+        import importlib.util
+        import types
+
         from openai import OpenAI
+
+        # optillm's package __init__ starts its whole proxy (Flask, Cerebras, z3, ...):
+        # load the `bon` approach alone, under a bare package of the same folder.
+        spec = importlib.util.find_spec("optillm")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("optillm is not installed")
+        package = types.ModuleType("optillm")
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules["optillm"] = package
         from optillm.bon import best_of_n_sampling
 
         client = OpenAI(base_url=url, api_key="sk-bench", max_retries=0)
