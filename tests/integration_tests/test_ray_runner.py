@@ -360,3 +360,33 @@ def test_turnbon_bench_ray_runs_the_local_runners_episodes_resumes_and_leaves_no
     assert report.returncode == 0, report.stderr[-2000:]
     text = (tmp_path / "ray" / "report" / "report.md").read_text(encoding="utf-8")
     assert "| Settings | N=1 (baseline), N=2 |" in text
+
+
+@needs_ray
+def test_turnbon_rollouts_ray_runs_the_episodes_on_workers_within_one_shared_budget(
+    ray_instance: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, read_reports
+    from turnbon_graph.cli import main
+
+    # Unbudgeted, these two episodes start 5 rollouts (3 and 2) at turn 1; the cap holds
+    # for the run, so the workers, each running one episode, start 3 between them.
+    command = ["rollouts", "--env", "terminal", "--model", "stub", "--task", "largest-file",
+               "greet-script", "-n", "3", "--turns", "1", "--max-rollouts", "3", "--ray",
+               "--run", str(tmp_path)]  # fmt: skip
+    assert main(command) == 0
+    reports = read_reports(tmp_path)
+    assert sorted(r.task for r in reports) == ["greet-script", "largest-file"]
+    assert all(r.worker and r.worker.node and r.worker.pid != os.getpid() for r in reports)
+    assert len({r.worker.pid for r in reports if r.worker}) == 2  # side by side
+    assert sum(len(t.rollouts) for r in reports for t in r.turns) == 3
+    skipped = [s.reason for r in reports for t in r.turns for s in t.skipped]
+    skipped += [s.reason for r in reports for s in r.skipped_turns if s.reason != "unanimous"]
+    assert skipped and all(reason == "rollout budget spent (3 of 3)" for reason in skipped)
+
+    # The same command again runs nothing.
+    before = (tmp_path / ROLLOUTS_FILE).read_bytes()
+    capsys.readouterr()
+    assert main(command) == 0
+    assert "Resuming: 2 episode(s) already in" in capsys.readouterr().out
+    assert (tmp_path / ROLLOUTS_FILE).read_bytes() == before

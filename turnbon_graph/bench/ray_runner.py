@@ -20,8 +20,8 @@ import asyncio
 import os
 import tempfile
 from collections import deque
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,6 @@ from turnbon_graph.bench.limits import ClusterLimit, SlotBook, limit_engine
 from turnbon_graph.bench.runner import (
     BenchConfig,
     Progress,
-    Todo,
     plan_run,
     record_episode,
     run_episode,
@@ -109,6 +108,20 @@ class RegisteredEnvironment:
         return (RegisteredEnvironment, self._recipe)
 
 
+def on_ray_as_asked(
+    args: Any, environment: Environment
+) -> tuple[RegisteredEnvironment, RayOptions]:
+    """What a command's `--ray ADDRESS` makes of its run (`args`: its parsed flags, with
+    `env`, `tasks`, `model` and `ray`): workers load the environment from their own
+    install, and with `--model stub` off this machine each serves its own stub (the
+    driver's is on this machine's loopback)."""
+    from turnbon_graph.cli.arguments import STUB_MODEL
+
+    stub = args.model == STUB_MODEL and args.ray != "local"
+    registered = RegisteredEnvironment(args.env, args.tasks, loaded=environment)
+    return registered, RayOptions(address=args.ray, worker_stub=stub)
+
+
 class WorkerLostError(TurnBoNError):
     """An episode's workers died `max_attempts` times: the run stops (a rerun resumes)."""
 
@@ -137,19 +150,36 @@ async def run_on_ray(
     plan = plan_run(environment, config, run_dir, tasks)
     if not plan.todo:
         return read_episodes(run_dir)
-    started = await connect(ray_module, options.address)
-    try:
-        pool = WorkerPool(ray_module, environment, config, options)
+    async with ray_session(ray_module, options.address):
+        worker_args = (environment, config, options.worker_stub)
+        pool = WorkerPool(ray_module, EpisodeWorker, worker_args, options, config.concurrency)
         bar = Progress(total=len(plan.todo), enabled=progress)
+
+        async def record(answer: tuple[str, str]) -> None:
+            result_json, turns = answer
+            result = EpisodeResult.model_validate_json(result_json)
+            path = turns_path(run_dir, result.setting, result.task, result.trial)
+            await asyncio.to_thread(_write, path, turns)
+            record_episode(run_dir, result, bar)
+
         try:
-            await pool.run(plan.todo, run_dir, bar)
+            await pool.run(plan.todo, record)
         finally:
             bar.close()
             pool.close()
+    return read_episodes(run_dir)
+
+
+@asynccontextmanager
+async def ray_session(ray: Any, address: str) -> AsyncIterator[None]:
+    """This process connected to Ray at `address` (see `RayOptions.address`) for the
+    block; a Ray instance or connection it started is shut down after it."""
+    started = await connect(ray, address)
+    try:
+        yield
     finally:
         if started:
-            await asyncio.to_thread(ray_module.shutdown)
-    return read_episodes(run_dir)
+            await asyncio.to_thread(ray.shutdown)
 
 
 async def connect(ray: Any, address: str) -> bool:
@@ -168,20 +198,15 @@ class EpisodeWorker:
     """A Ray async actor's state: the environment, one engine per N, a scratch folder."""
 
     def __init__(
-        self, environment: Environment, config: BenchConfig, limit: ClusterLimit | None, stub: bool
+        self, environment: Environment, config: BenchConfig, stub: bool, limit: ClusterLimit | None
     ) -> None:
         self._stack = ExitStack()
         self.environment = environment
-        options = dict(config.engine_options)
-        if stub:
-            options = _on_own_stub(environment, options, self._stack)
+        options = worker_options(environment, config.engine_options, stub, self._stack)
         self.engines = {
-            n: TurnEngine.from_options(config.model, n=n, selector=config.selector, **options)
+            n: worker_engine(config.model, n, config.selector, options, limit)
             for n in config.n_values
         }
-        if limit is not None:
-            for engine in self.engines.values():
-                limit_engine(engine, limit)
         self.scratch = Path(tempfile.mkdtemp(prefix="turnbon-ray-"))
 
     async def run(self, task: TaskSpec, trial: int, n: int) -> tuple[str, str]:
@@ -202,10 +227,14 @@ def _take(path: Path) -> str:
     return text
 
 
-def _on_own_stub(
-    environment: Environment, options: dict[str, Any], stack: ExitStack
+def worker_options(
+    environment: Environment, engine_options: dict[str, Any], stub: bool, stack: ExitStack
 ) -> dict[str, Any]:
-    """`options` pointed at a loopback stub this process serves (closed with `stack`)."""
+    """A worker's engine options: as given, or with `stub` pointed at a loopback stub this
+    process serves (the environment's stub policy, closed with `stack`)."""
+    options = dict(engine_options)
+    if not stub:
+        return options
     from turnbon_graph.cli.models import start_stub
 
     endpoint = start_stub(environment, environment.name, stack, seed=options.get("seed"))
@@ -213,6 +242,16 @@ def _on_own_stub(
     if options.get("selector_kwargs") is not None:
         options["selector_kwargs"] = {**options["selector_kwargs"], **endpoint}
     return options
+
+
+def worker_engine(
+    model: Any, n: int, selector: Any, options: dict[str, Any], limit: ClusterLimit | None
+) -> TurnEngine:
+    """A worker's engine for `n` candidates, its calls also held to the cluster `limit`."""
+    engine = TurnEngine.from_options(model, n=n, selector=selector, **options)
+    if limit is not None:
+        limit_engine(engine, limit)
+    return engine
 
 
 @dataclass
@@ -225,22 +264,32 @@ class _Slot:
 
 
 class WorkerPool:
-    """The worker actors, replaced when one dies; `run` keeps `concurrency` episodes in
-    flight across them."""
+    """Worker actors of `worker_class`, each built as `worker_class(*worker_args, limit)`
+    (`limit`: its side of the cluster limit, or None), replaced when one dies. `run` hands
+    each item of its work to the least busy worker's `run(*item)`, `in_flight` at once
+    across them (None: one per worker), and gives each answer to `record` in this
+    process. An item whose worker died goes back in the queue (`max_attempts` times)."""
 
     def __init__(
-        self, ray: Any, environment: Environment, config: BenchConfig, options: RayOptions
+        self,
+        ray: Any,
+        worker_class: type,
+        worker_args: tuple[Any, ...],
+        options: RayOptions,
+        in_flight: int | None = None,
     ) -> None:
         self._ray = ray
-        self._environment = environment
-        self._config = config
+        self._worker_args = worker_args
         self._options = options
-        self._actor_class = ray.remote(EpisodeWorker)
+        self._actor_class = ray.remote(worker_class)
         self._book: Any = None
         if options.max_concurrency is not None or options.rate_limit is not None:
             book_class = ray.remote(SlotBook).options(max_restarts=-1, max_task_retries=-1)
             self._book = book_class.remote(options.max_concurrency, options.rate_limit)
         count = options.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._in_flight = in_flight or count
+        # A worker may hold every item in flight (least busy first, but workers die).
+        self._per_worker = in_flight or 1
         self._made = 0
         self._slots = [self._new_slot() for _ in range(count)]
 
@@ -250,55 +299,52 @@ class WorkerPool:
         limit = ClusterLimit(self._book, name) if self._book is not None else None
         actor = self._actor_class.options(
             num_cpus=1,
-            max_concurrency=max(self._config.concurrency, 1),
+            max_concurrency=self._per_worker,
             max_restarts=0,
             runtime_env={"env_vars": WORKER_ENV},
-        ).remote(self._environment, self._config, limit, self._options.worker_stub)
+        ).remote(*self._worker_args, limit)
         return _Slot(name, actor)
 
-    async def run(self, todo: list[Todo], run_dir: Path, bar: Progress) -> None:
-        queue = deque(todo)
-        attempts: dict[tuple[str, int, int], int] = {}
-        flying: dict[asyncio.Future[Any], tuple[_Slot, Any, Todo]] = {}
+    async def run(
+        self, todo: Sequence[tuple[Any, ...]], record: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        queue = deque(enumerate(todo))
+        attempts: dict[int, int] = {}
+        flying: dict[asyncio.Future[Any], tuple[_Slot, Any, int, tuple[Any, ...]]] = {}
         try:
             while queue or flying:
-                while queue and len(flying) < self._config.concurrency:
-                    item = queue.popleft()
-                    task, trial, n = item
+                while queue and len(flying) < self._in_flight:
+                    number, item = queue.popleft()
                     slot = min(self._slots, key=lambda s: s.busy)
                     slot.busy += 1
-                    ref = slot.actor.run.remote(task, trial, n)
-                    flying[asyncio.ensure_future(_awaited(ref))] = (slot, slot.actor, item)
+                    ref = slot.actor.run.remote(*item)
+                    flying[asyncio.ensure_future(_awaited(ref))] = (slot, slot.actor, number, item)
                 done, _ = await asyncio.wait(flying, return_when=asyncio.FIRST_COMPLETED)
                 for future in done:
-                    slot, actor, item = flying.pop(future)
+                    slot, actor, number, item = flying.pop(future)
                     slot.busy -= 1
                     try:
-                        result_json, turns = future.result()
+                        answer = future.result()
                     except self._ray.exceptions.RayActorError as exc:
-                        self._lost(slot, actor, item, attempts, exc)
-                        queue.appendleft(item)
+                        attempt = attempts[number] = attempts.get(number, 1) + 1
+                        self._lost(slot, actor, item, attempt, exc)
+                        queue.appendleft((number, item))
                         continue
-                    await self._record(run_dir, result_json, turns, bar)
+                    await record(answer)
         finally:
             for future in flying:
                 future.cancel()
 
     def _lost(
-        self,
-        slot: _Slot,
-        actor: Any,
-        item: Todo,
-        attempts: dict[tuple[str, int, int], int],
-        exc: BaseException,
+        self, slot: _Slot, actor: Any, item: tuple[Any, ...], attempt: int, exc: BaseException
     ) -> None:
-        """Replaces the dead worker (once) and counts the episode's attempt."""
-        task, trial, n = item
-        key = (task.id, trial, n)
-        attempts[key] = attempts.get(key, 1) + 1
-        if attempts[key] > self._options.max_attempts:
+        """Replaces the dead worker (once); raises when `item` would start its `attempt`th
+        time, more than `max_attempts`."""
+        if attempt > self._options.max_attempts:
+            task, trial, *n = item
+            setting = f" N={n[0]}" if n else ""
             raise WorkerLostError(
-                f"episode {task.id} trial {trial} N={n}: its worker died "
+                f"episode {task.id} trial {trial}{setting}: its worker died "
                 f"{self._options.max_attempts} times (a rerun resumes); the last: {exc}"[:3000]
             ) from exc
         if slot.actor is actor:
@@ -306,12 +352,6 @@ class WorkerPool:
                 self._book.forget.remote(slot.name)
             replacement = self._new_slot()
             slot.name, slot.actor = replacement.name, replacement.actor
-
-    async def _record(self, run_dir: Path, result_json: str, turns: str, bar: Progress) -> None:
-        result = EpisodeResult.model_validate_json(result_json)
-        path = turns_path(run_dir, result.setting, result.task, result.trial)
-        await asyncio.to_thread(_write, path, turns)
-        record_episode(run_dir, result, bar)
 
     def close(self) -> None:
         for slot in self._slots:

@@ -169,6 +169,18 @@ SHARED: dict[str, Flag] = {
         {"type": positive_int, "default": 10_000, "metavar": "K", "help": "bootstrap resamples"},
     ),
     "out": Flag(("--out",), {"type": Path, "metavar": "DIR", "help": "where the files go"}),
+    "ray": Flag(
+        ("--ray",),
+        {
+            "nargs": "?",
+            "const": "local",
+            "default": None,
+            "metavar": "ADDRESS",
+            "help": "run on Ray (the `ray` extra): alone, a local Ray instance on every core "
+            "of this machine; 'auto' or host:port joins that cluster (docs/ray.md) "
+            "(default: this process only)",
+        },
+    ),
 }
 """Every flag more than one command takes, by its `dest`."""
 

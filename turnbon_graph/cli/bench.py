@@ -37,17 +37,11 @@ def add_parser(commands: Any) -> None:
     SHARED["trials"].add(parser, help="attempts per task and N")
     SHARED["concurrency"].add(parser, help="episodes at once")
     add_flags(parser, "run", "seed")
-    parser.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        default=None,
-        metavar="ADDRESS",
-        help=(
-            "run the episodes on Ray (the `ray` extra): alone, a local Ray instance on every "
-            "core of this machine; 'auto' or host:port joins that cluster (docs/ray.md) "
-            "(default: this process only)"
-        ),
+    SHARED["ray"].add(
+        parser,
+        help="run the episodes on Ray (the `ray` extra): alone, a local Ray instance on every "
+        "core of this machine; 'auto' or host:port joins that cluster (docs/ray.md) "
+        "(default: this process only)",
     )
     parser.set_defaults(handler=run)
 
@@ -88,15 +82,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"Resuming: {done} of {total} episode(s) in {run_dir}; {left}.", flush=True)
         ray: Any = None
         if args.ray is not None:
-            from turnbon_graph.bench.ray_runner import RayOptions, RegisteredEnvironment
-            from turnbon_graph.cli.arguments import STUB_MODEL
+            from turnbon_graph.bench.ray_runner import on_ray_as_asked
 
-            # Workers load the environment from their own install; off this machine each
-            # serves its own stub (the driver's is on this machine's loopback).
-            environment = RegisteredEnvironment(args.env, args.tasks, loaded=environment)
-            ray = RayOptions(
-                address=args.ray, worker_stub=args.model == STUB_MODEL and args.ray != "local"
-            )
+            environment, ray = on_ray_as_asked(args, environment)
         try:
             results = asyncio.run(
                 run_benchmark(environment, config, run_dir, tasks=args.task or None, ray=ray)

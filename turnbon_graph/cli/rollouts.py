@@ -97,6 +97,12 @@ def add_parser(commands: Any) -> None:
         "runs/<env>-rollouts-<model>-<time>)",
     )
     SHARED["concurrency"].add(parser, help="rollouts at once; episodes run one after another")
+    SHARED["ray"].add(
+        parser,
+        help="run the episodes on Ray workers, one episode and its rollouts per worker at a "
+        "time (the `ray` extra): alone, a local Ray instance on every core of this machine; "
+        "'auto' or host:port joins that cluster (docs/ray.md) (default: this process only)",
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="print the plan and stop before starting"
     )
@@ -138,6 +144,7 @@ def rollout_budget(args: argparse.Namespace) -> RolloutBudget:
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import contextlib
+    import functools
 
     from turnbon_graph.analysis.markdown import rollout_table
     from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE
@@ -181,10 +188,18 @@ def run(args: argparse.Namespace) -> int:
             options = engine_options(args, selector, connection(args, environment, stack))
 
             async def branch() -> None:
-                engine = TurnEngine.from_options(model, n=args.n, selector=selector, **options)
-                await branch_all(
-                    environment,
-                    engine,
+                runner: Any
+                if args.ray is None:
+                    engine = TurnEngine.from_options(model, n=args.n, selector=selector, **options)
+                    runner = functools.partial(branch_all, environment, engine)
+                else:  # each worker builds the engine from its recipe
+                    from turnbon_graph.analysis.rollouts.on_ray import branch_all_on_ray
+                    from turnbon_graph.bench.ray_runner import on_ray_as_asked
+
+                    on_workers, ray = on_ray_as_asked(args, environment)
+                    recipe = (model, args.n, selector, options)
+                    runner = functools.partial(branch_all_on_ray, on_workers, recipe, ray=ray)
+                await runner(
                     state.todo,
                     budget,
                     state.spend(),

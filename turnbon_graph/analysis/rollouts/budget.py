@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -75,6 +75,59 @@ class Spend:
         if budget.max_tokens is not None and self.tokens >= budget.max_tokens:
             return f"token budget spent ({self.tokens} of {budget.max_tokens})"
         return None
+
+    # The `Ledger` side, which the live driver calls: a `Spend` is its own ledger in one
+    # process, and a Ray actor behind a `LedgerOnRay` for workers that share one.
+
+    async def check(self, budget: RolloutBudget) -> str | None:
+        return self.exhausted(budget)
+
+    async def start(self, budget: RolloutBudget) -> str | None:
+        """Counts one more rollout started, or says why none may start."""
+        reason = self.exhausted(budget)
+        if reason is None:
+            self.rollouts += 1
+        return reason
+
+    async def spent(self, tokens: int) -> None:
+        self.tokens += tokens
+
+
+class Ledger(Protocol):
+    """Where rollouts count what they spend against a budget: a `Spend`, or one shared by
+    processes (`LedgerOnRay`), so that the caps hold for a whole run."""
+
+    async def check(self, budget: RolloutBudget) -> str | None:
+        """Why no new rollout may start, or None."""
+        ...
+
+    async def start(self, budget: RolloutBudget) -> str | None:
+        """Counts one more rollout started (checked and counted at once), or says why none
+        may start."""
+        ...
+
+    async def spent(self, tokens: int) -> None:
+        """Adds tokens a finished rollout spent."""
+        ...
+
+
+@dataclass(frozen=True)
+class LedgerOnRay:
+    """A `Spend` held by a Ray actor (`ray.remote(Spend)`), shared by the workers of a
+    run; pickles as the actor's handle. Each call is one round trip to the actor."""
+
+    actor: Any
+
+    async def check(self, budget: RolloutBudget) -> str | None:
+        reason: str | None = await self.actor.check.remote(budget)
+        return reason
+
+    async def start(self, budget: RolloutBudget) -> str | None:
+        reason: str | None = await self.actor.start.remote(budget)
+        return reason
+
+    async def spent(self, tokens: int) -> None:
+        await self.actor.spent.remote(tokens)
 
 
 class UsageProfile(BaseModel):

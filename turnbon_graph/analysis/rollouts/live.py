@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from turnbon_graph.analysis.rollouts.budget import RolloutBudget, Spend
+from turnbon_graph.analysis.rollouts.budget import Ledger, RolloutBudget, Spend
 from turnbon_graph.analysis.rollouts.models import (
     BranchTurn,
     CandidateValue,
@@ -20,6 +20,7 @@ from turnbon_graph.analysis.rollouts.models import (
     SkippedTurn,
 )
 from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
+from turnbon_graph.bench.runs import current_worker
 
 if TYPE_CHECKING:  # analysis modules are read without paying for LangGraph
     from langchain_core.messages import BaseMessage
@@ -64,7 +65,7 @@ async def branch_rollouts(
     budget: RolloutBudget | None = None,
     continuation: TurnEngine | None = None,
     concurrency: int = 2,
-    spend: Spend | None = None,
+    spend: Ledger | None = None,
 ) -> RolloutReport:
     """Runs one live episode of `task` with `engine` and branches at the budget's turns.
 
@@ -73,13 +74,15 @@ async def branch_rollouts(
     execute that action, continue with `continuation` (default: `continuation_engine`)
     to the end, including any follow-up user messages, and are verified and closed.
     Up to `concurrency` rollouts run at once. The main episode then continues with its
-    own selector, so its pick (and scores) are measured against the values.
+    own selector, so its pick (and scores) are measured against the values. `spend`:
+    what the budget's caps count against, a `Spend` shared with other episodes (or a
+    `Ledger` shared with other processes); default: this episode's own.
     """
     from turnbon_graph.errors import ConfigurationError
 
     budget = budget or RolloutBudget()
     continuation = continuation or continuation_engine(engine)
-    spend = spend or Spend()
+    spend = spend if spend is not None else Spend()
     if concurrency < 1:
         raise ConfigurationError(f"concurrency must be >= 1, got {concurrency}")
     started = time.monotonic()
@@ -113,6 +116,7 @@ async def branch_rollouts(
         skipped_turns=run.skipped_turns,
         tokens=sum(r.tokens for t in run.branched for r in t.rollouts),
         duration_s=round(time.monotonic() - started, 3),
+        worker=current_worker(),
     )
 
 
@@ -127,7 +131,7 @@ class _LiveRun:
         task: TaskSpec,
         trial: int,
         budget: RolloutBudget,
-        spend: Spend,
+        spend: Ledger,
         concurrency: int,
     ) -> None:
         self.episode = episode
@@ -185,7 +189,7 @@ class _LiveRun:
         if len(groups) <= 1 and self.budget.skip_unanimous:
             self.skipped_turns.append(SkippedTurn(turn=number, reason="unanimous"))
             return
-        if (reason := self.spend.exhausted(self.budget)) is not None:
+        if (reason := await self.spend.check(self.budget)) is not None:
             self.skipped_turns.append(SkippedTurn(turn=number, reason=reason))
             return
         branch = BranchTurn(
@@ -229,14 +233,13 @@ class _LiveRun:
         later: Sequence[str],
     ) -> None:
         async with self.limit:  # FIFO: the first repeat of every action starts first
-            if (reason := self.spend.exhausted(self.budget)) is not None:
+            if (reason := await self.spend.start(self.budget)) is not None:
                 branch.skipped.append(
                     SkippedRollout(candidate=candidate["index"], repeat=repeat, reason=reason)
                 )
                 return
-            self.spend.rollouts += 1
             rollout = await self._rollout(messages, pending, candidate, repeat, later)
-            self.spend.tokens += rollout.tokens
+            await self.spend.spent(rollout.tokens)
             branch.rollouts.append(rollout)
 
     async def _rollout(

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from turnbon_graph.analysis.rollouts.budget import RolloutBudget
 from turnbon_graph.analysis.rollouts.statistics import headroom, spearman
+from turnbon_graph.bench.runs import Worker
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 """One line per episode (a `RolloutReport`) in the run folder."""
@@ -155,6 +156,9 @@ class RolloutReport(BaseModel):
     tokens: int = 0
     """Tokens the rollouts of this episode spent."""
     duration_s: float = 0.0
+    worker: Worker | None = None
+    """The process that ran the episode and its rollouts (a Ray worker's with `--ray`;
+    None in reports written before the field)."""
 
     @property
     def summary(self) -> RolloutSummary:

@@ -135,10 +135,7 @@ async def branch_all(
     run_dir: Path,
 ) -> None:
     """Each episode in turn, its report appended to the run folder as it finishes."""
-    from tqdm.auto import tqdm
-
-    bar: Any = tqdm(total=len(todo), unit="episode", dynamic_ncols=True)
-    branched = 0
+    bar = ReportProgress(len(todo), spend)
     try:
         for task, trial in todo:
             report = await branch_rollouts(
@@ -150,11 +147,35 @@ async def branch_all(
                 concurrency=concurrency,
                 spend=spend,
             )
-            write_report(run_dir, report)
-            branched += len(report.turns)
-            bar.set_postfix(
-                branched_turns=branched, rollouts=spend.rollouts, tokens=spend.tokens, refresh=False
-            )
-            bar.update(1)
+            bar.record(run_dir, report)
     finally:
         bar.close()
+
+
+class ReportProgress:
+    """A tqdm bar of the episodes, with the turns branched, the rollouts and the tokens in
+    its postfix (counted from `earlier`, the spend before this run); `record` writes a
+    finished episode's report to the run folder and counts it."""
+
+    def __init__(self, total: int, earlier: Spend) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar: Any = tqdm(total=total, unit="episode", dynamic_ncols=True)
+        self._branched = 0
+        self._rollouts, self._tokens = earlier.rollouts, earlier.tokens
+
+    def record(self, run_dir: Path, report: RolloutReport) -> None:
+        write_report(run_dir, report)
+        self._branched += len(report.turns)
+        self._rollouts += sum(len(t.rollouts) for t in report.turns)
+        self._tokens += report.tokens
+        self._bar.set_postfix(
+            branched_turns=self._branched,
+            rollouts=self._rollouts,
+            tokens=self._tokens,
+            refresh=False,
+        )
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()
