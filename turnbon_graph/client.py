@@ -83,6 +83,7 @@ class LiteLLMClient:
         max_backoff: float = 60.0,
         seed: int | None = None,
         router: Any = None,
+        shared_limit: Any = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ConfigurationError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
@@ -99,6 +100,9 @@ class LiteLLMClient:
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
         self.router = router
+        # A limit shared with other processes (`bench.limits.ClusterLimit`: its `slot()`,
+        # an async context manager, is held inside this client's own for every call).
+        self.shared_limit = shared_limit
         # The Router's model groups, read once: a model id in them is routed.
         self._groups = frozenset(router.get_model_names()) if router is not None else frozenset()
         self._throttler = _throttler(rate_limit)
@@ -190,11 +194,22 @@ class LiteLLMClient:
         if semaphore is None:
             if self._throttler is not None:
                 await self._throttler.acquire()
-            yield
+            async with self._shared_slot():
+                yield
             return
         async with semaphore:
             if self._throttler is not None:
                 await self._throttler.acquire()
+            async with self._shared_slot():
+                yield
+
+    @asynccontextmanager
+    async def _shared_slot(self) -> AsyncIterator[None]:
+        """The `shared_limit`'s slot, when there is one."""
+        if self.shared_limit is None:
+            yield
+            return
+        async with self.shared_limit.slot():
             yield
 
     def _backoff(self, attempt: int, exc: BaseException) -> float | None:
