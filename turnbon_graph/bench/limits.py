@@ -2,8 +2,8 @@
 
 An engine's own `max_concurrency` and `rate_limit` (turn options) hold per process: on
 Ray, per worker. A provider's limit is per account, so `SlotBook` runs once, as a Ray
-actor, and every worker's client asks it before each call (`ClusterLimit.slot`, the same
-async-context-manager shape as `LiteLLMClient.slot`, which it is chained after).
+actor, and every worker's client asks it before each call (`ClusterLimit.slot`, the
+client's `shared_limit`, held inside the client's own slot).
 
 A slot is a lease named by its caller: a caller cancelled while waiting releases a lease
 not granted yet (it is handed back as soon as it would be), and a dead worker's leases are
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,25 +107,12 @@ class ClusterLimit:
                 self.book.release.remote(lease)
 
 
-SlotFactory = Callable[[], AbstractAsyncContextManager[None]]
-
-
 def limit_engine(engine: TurnEngine, limit: ClusterLimit) -> None:
     """Makes every call of `engine`'s clients (generator and selector) also hold a slot of
-    `limit`, after the client's own (per-process) slot and rate token.
-
-    Until `LiteLLMClient` has a hook for an outer limit, this chains the client instance's
-    `slot`; with the hook it becomes `client.shared_limit = limit`."""
-    clients = {id(c): c for c in _clients(engine)}
-    for client in clients.values():
-        own: SlotFactory = client.slot
-
-        @asynccontextmanager
-        async def slot(own: SlotFactory = own) -> AsyncIterator[None]:
-            async with own(), limit.slot():
-                yield
-
-        setattr(client, "slot", slot)  # noqa: B010 (an instance attribute over the method)
+    `limit`, inside the client's own (per-process) slot and rate token: the client's
+    `shared_limit`."""
+    for client in _clients(engine):
+        client.shared_limit = limit
 
 
 def _clients(engine: TurnEngine) -> list[LiteLLMClient]:
