@@ -24,6 +24,7 @@ from turnbon_graph import (
     TurnEngine,
     turn_record,
 )
+from turnbon_graph.client import load_litellm
 from turnbon_graph.records import RECORD_KEY, TurnRecord
 from turnbon_graph.testing import (
     CapturedRequest,
@@ -98,11 +99,15 @@ async def test_early_commit_cancels_stragglers_for_real(stub: StubServer) -> Non
         lambda r: not is_selector_request(r),
         shell("fast-a"),
         shell("fast-b"),
-        StubResponse(body=shell("slow"), delay=10),
+        StubResponse(body=shell("slow"), delay=60),
     )
     stub.route(is_selector_request, selector_answer(0))
     hedged = engine(stub, n=5, early_commit=EarlyCommit(min_candidates=2, grace_s=0.05))
-    record = turn_record(await asyncio.wait_for(hedged.run(ASK), timeout=8))
+    # Imported before the clock starts: run first in a process on a loaded machine, the
+    # turn's own import of LiteLLM took longer than the timeout. The timeout stays well
+    # under the stragglers' delay, so a turn that waited them out still fails here.
+    await load_litellm()
+    record = turn_record(await asyncio.wait_for(hedged.run(ASK), timeout=30))
     assert record is not None
     # The stub answers in arrival order, which need not be candidate order: the two fast
     # answers may have gone to any two candidates, and the other three must be cancelled.
