@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
@@ -56,6 +56,16 @@ class CompletionClient(Protocol):
     async def complete(self, **kwargs: Any) -> CallResult: ...
 
 
+class SharedLimit(Protocol):
+    """A limit shared with other processes (`bench.limits.ClusterLimit` on Ray): its
+    `slot()` is held inside a client's own slot and rate token for every call."""
+
+    def slot(self) -> AbstractAsyncContextManager[None]: ...
+
+
+_NO_LIMIT: AbstractAsyncContextManager[None] = nullcontext()
+
+
 class LiteLLMClient:
     """Makes `litellm.acompletion` calls within the configured limits.
 
@@ -83,7 +93,7 @@ class LiteLLMClient:
         max_backoff: float = 60.0,
         seed: int | None = None,
         router: Any = None,
-        shared_limit: Any = None,
+        shared_limit: SharedLimit | None = None,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ConfigurationError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
@@ -203,14 +213,9 @@ class LiteLLMClient:
             async with self._shared_slot():
                 yield
 
-    @asynccontextmanager
-    async def _shared_slot(self) -> AsyncIterator[None]:
+    def _shared_slot(self) -> AbstractAsyncContextManager[None]:
         """The `shared_limit`'s slot, when there is one."""
-        if self.shared_limit is None:
-            yield
-            return
-        async with self.shared_limit.slot():
-            yield
+        return self.shared_limit.slot() if self.shared_limit is not None else _NO_LIMIT
 
     def _backoff(self, attempt: int, exc: BaseException) -> float | None:
         """Seconds to wait before the next attempt: exponential with jitter, at least what a
