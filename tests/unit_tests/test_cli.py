@@ -110,6 +110,33 @@ def test_main_reports_an_unknown_environment_without_a_traceback(
     assert err.startswith("turnbon bench: error: unknown environment 'no-such-env' (available:")
 
 
+@pytest.mark.parametrize("command", ["bench", "rollouts"])
+def test_a_cluster_limit_without_ray_is_refused(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [command, "--env", "terminal", "--model", "stub", "--run", str(tmp_path / "r")]
+    assert main([*argv, "--cluster-rate-limit", "5"]) == 2
+    assert "--cluster-rate-limit limits calls across Ray workers: add --ray" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_cluster_limit_flags_reach_the_ray_options() -> None:
+    import argparse
+
+    from turnbon_graph.bench.ray_runner import RayOptions, on_ray_as_asked
+
+    args = argparse.Namespace(
+        env="counter", tasks=None, model="stub", ray="auto",
+        cluster_max_concurrency=8, cluster_rate_limit=2.5,
+    )  # fmt: skip
+    _, options = on_ray_as_asked(args, StubbedCounter({"t": 1}))
+    assert options == RayOptions(
+        address="auto", worker_stub=True, max_concurrency=8, rate_limit=2.5
+    )
+
+
 def test_the_default_run_folder_names_environment_model_and_time() -> None:
     now = datetime(2025, 3, 4, 5, 6, 7)
     assert default_run_dir("counter", "openai/gpt-4o-mini", now) == Path(

@@ -119,7 +119,13 @@ def on_ray_as_asked(
 
     stub = args.model == STUB_MODEL and args.ray != "local"
     registered = RegisteredEnvironment(args.env, args.tasks, loaded=environment)
-    return registered, RayOptions(address=args.ray, worker_stub=stub)
+    options = RayOptions(
+        address=args.ray,
+        worker_stub=stub,
+        max_concurrency=getattr(args, "cluster_max_concurrency", None),
+        rate_limit=getattr(args, "cluster_rate_limit", None),
+    )
+    return registered, options
 
 
 class WorkerLostError(TurnBoNError):

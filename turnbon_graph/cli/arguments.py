@@ -21,6 +21,17 @@ INTERRUPTED = 130
 DEFAULT_ENV = "terminal"
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value:g} is not above 0")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: a whole number of at least 1."""
     try:
@@ -179,6 +190,24 @@ SHARED: dict[str, Flag] = {
             "help": "run on Ray (the `ray` extra): alone, a local Ray instance on every core "
             "of this machine; 'auto' or host:port joins that cluster (docs/ray.md) "
             "(default: this process only)",
+        },
+    ),
+    "cluster_max_concurrency": Flag(
+        ("--cluster-max-concurrency",),
+        {
+            "type": positive_int,
+            "metavar": "N",
+            "help": "with --ray: model calls in flight across all workers together (one "
+            "actor hands out the slots; default: only each worker's own cap)",
+        },
+    ),
+    "cluster_rate_limit": Flag(
+        ("--cluster-rate-limit",),
+        {
+            "type": positive_float,
+            "metavar": "R",
+            "help": "with --ray: model calls a second across all workers together, e.g. a "
+            "provider's rate limit (default: only each worker's own)",
         },
     ),
 }

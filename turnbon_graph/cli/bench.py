@@ -43,6 +43,7 @@ def add_parser(commands: Any) -> None:
         "core of this machine; 'auto' or host:port joins that cluster (docs/ray.md) "
         "(default: this process only)",
     )
+    add_flags(parser, "cluster_max_concurrency", "cluster_rate_limit")
     parser.set_defaults(handler=run)
 
 

@@ -99,6 +99,13 @@ def refuse_ignored_flags(args: argparse.Namespace, selector: str | Selector | No
             "--api-base has no effect with --model stub (the stub serves on loopback); "
             "drop it, or name a real model"
         )
+    for name in ("cluster_max_concurrency", "cluster_rate_limit"):
+        if getattr(args, name, None) is not None and getattr(args, "ray", None) is None:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigurationError(
+                f"{flag} limits calls across Ray workers: add --ray (on one process, "
+                "-o max_concurrency=... / rate_limit=... of the engine bound its calls)"
+            )
 
 
 def start_stub(

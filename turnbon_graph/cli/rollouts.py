@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from turnbon_graph.cli.arguments import (
     INTERRUPTED,
     SHARED,
+    add_flags,
     episode_arguments,
     positive_int,
     resume_command,
@@ -103,6 +104,7 @@ def add_parser(commands: Any) -> None:
         "time (the `ray` extra): alone, a local Ray instance on every core of this machine; "
         "'auto' or host:port joins that cluster (docs/ray.md) (default: this process only)",
     )
+    add_flags(parser, "cluster_max_concurrency", "cluster_rate_limit")
     parser.add_argument(
         "--dry-run", action="store_true", help="print the plan and stop before starting"
     )
