@@ -54,8 +54,9 @@ async def acall(stub: StubServer, messages: list[dict[str, Any]] = USER, **kwarg
     )
 
 
-async def wait_for(predicate: Callable[[], bool], within: float = 2.0) -> bool:
-    """Poll until predicate() is true; a generous bound, no timing thresholds."""
+async def wait_for(predicate: Callable[[], bool], within: float = 30.0) -> bool:
+    """Poll until predicate() is true; a generous bound, no timing thresholds. (At 2 s,
+    a process's first LiteLLM call on a loaded machine had not reached the stub yet.)"""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if predicate():
