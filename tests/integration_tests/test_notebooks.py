@@ -15,13 +15,19 @@ nbclient = pytest.importorskip("nbclient", reason="install the test extra: make 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
+CELL_TIMEOUT_S = {"stub": 300, "local": 1800}
+"""How long one cell may run, a bound against a hung kernel and nothing more: the local
+path decodes with the embedded model on the CPU: one of its cells ran past five minutes on
+a loaded two-core machine (two minutes for the whole notebook unloaded)."""
+
+
 def execute(name: str, backend: str) -> Any:
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     os.environ["TURNBON_NOTEBOOK_BACKEND"] = backend
     try:
         client = nbclient.NotebookClient(
             notebook,
-            timeout=300,
+            timeout=CELL_TIMEOUT_S[backend],
             kernel_name="python3",
             resources={"metadata": {"path": NOTEBOOKS}},
         )
