@@ -162,11 +162,15 @@ async def test_native_n_falls_back_to_separate_calls_when_refused(stub: StubServ
 
 
 async def test_candidates_arrive_as_they_finish(stub: StubServer) -> None:
+    gen = engine(stub, n=2).generator
+    # A process's first LiteLLM call does its one-off setup before it sends, and that time
+    # lands in whichever candidate's latency ran it (run alone under load, the fast one's
+    # came out longer than the slow one's): pay for it before the timed turn.
+    [_ async for _ in gen.stream([HumanMessage("warm up")], 1)]
     stub.script(
-        StubResponse(body=chat_completion("slow"), delay=0.6),
+        StubResponse(body=chat_completion("slow"), delay=1.5),
         StubResponse(body=chat_completion("fast"), delay=0.0),
     )
-    gen = engine(stub, n=2).generator
     arrived = [c async for c in gen.stream([HumanMessage("x")], 2)]
     # Which of the two concurrent requests reaches the stub first (and so gets the slow
     # reply) is up to the scheduler; what must hold is that the fast one is yielded first.
