@@ -1,14 +1,19 @@
 """One sweep three ways: the local runner, Ray on this machine, Ray with one worker.
 
 The sweep is `turnbon bench`'s: every task of a small environment for N=1 and N=4 and
-each trial, into a run folder, on the loopback stub answering every call after
-`--latency` (50 ms). Each episode takes `--steps` tool turns whose candidates differ (so
-the LLM selector runs at N=4), then answers. The three ways run in one process, one after
-another, each into a fresh run folder; Ray starts once before the first Ray run (its
-start-up is not timed; starting the worker actors is). Reports episodes/s and the ratios.
+each trial, into a run folder, on a loopback stub in a process of its own. Each episode
+takes `--steps` tool turns whose candidates differ (so the LLM selector runs at N=4),
+then answers. The three ways run one after another, each into a fresh run folder; Ray
+starts once, after the local runs (its start-up is not timed; starting the worker actors,
+each importing LiteLLM, is). Two workloads: turn-bound (50 ms calls, every episode at
+once: the client's CPU sets the pace) and a CPU-light heavy tail (log-normal calls of
+median 0.5 s, 16 episodes at once: Ray's overhead against an episode's length). Reports
+turns/s, its ratio to the local runner, and CPU per turn: every process's CPU on the
+machine but the stub's (driver, workers, Ray's own), so run it on an otherwise idle
+machine.
 
-    python benchmarks/bench_scale.py                  # 24 tasks x 2 trials x N=1,4
-    python benchmarks/bench_scale.py --tasks 40 --concurrency 40
+    python benchmarks/bench_scale.py                  # 96 tasks x 2 trials x N=1,4
+    python benchmarks/bench_scale.py --tasks 24       # shorter: worker start-up weighs more
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ import asyncio
 import itertools
 import json
 import os
+import random
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -79,8 +87,11 @@ class StepEnvironment:
         return StepEpisode()
 
 
-def policy(steps: int, latency: float) -> Any:
+def policy(steps: int, latency: float, tail: float, seed: int = 0) -> Any:
+    """Tool turns until `steps`, then an answer; each call waits `latency`, or with
+    `tail` a log-normal draw of that median (sigma `tail`, at most 20x the median)."""
     counter = itertools.count()
+    draws = random.Random(seed)
 
     def answer(request: CapturedRequest) -> StubResponse:
         if is_selector_request(request):
@@ -89,17 +100,44 @@ def policy(steps: int, latency: float) -> Any:
             body = chat_completion("done")
         else:
             body = chat_completion(tool_calls=[tool_call("step", {"note": str(next(counter))})])
-        return StubResponse(body=body, delay=latency)
+        delay = min(latency * draws.lognormvariate(0, tail), 20 * latency) if tail else latency
+        return StubResponse(body=body, delay=delay)
 
     return answer
 
 
-async def sweep(args: argparse.Namespace, base_url: str, ray: RayOptions | None) -> float:
+def serve(steps: int, latency: float, tail: float) -> None:
+    """The stub in a process of its own (so that it takes no CPU from the runner under
+    test): prints its URL, serves until stdin closes."""
+    with StubServer() as stub:
+        stub.script(policy(steps, latency, tail))
+        print(stub.base_url, flush=True)
+        sys.stdin.read()
+
+
+def busy_cpu_s() -> float:
+    """CPU seconds this machine has spent busy since boot (every process, /proc/stat)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def sweep(
+    args: argparse.Namespace, base_url: str, ray: RayOptions | None, concurrency: int
+) -> float:
+    """One sweep's wall time, after checking every episode finished and passed."""
     config = BenchConfig(
         model="openai/stub",
         n_values=[1, 4],
         trials=args.trials,
-        concurrency=args.concurrency,
+        concurrency=concurrency,
         engine_options={"completion_kwargs": {"api_base": base_url, "api_key": "sk-scale"}},
     )
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as run:
@@ -118,35 +156,82 @@ async def sweep(args: argparse.Namespace, base_url: str, ray: RayOptions | None)
     return wall
 
 
+WORKLOADS = {
+    # name: (latency, tail sigma, episodes at once; None: all). With every episode at once
+    # the client's CPU, not the stub, sets the pace; 16 at once leaves the CPU mostly idle.
+    "turn-bound (50 ms calls, every episode at once)": (0.05, 0.0, None),
+    "CPU-light heavy tail (log-normal calls, median 0.5 s, sigma 1; 16 at once)": (0.5, 1.0, 16),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, default=24)
+    parser.add_argument("--tasks", type=int, default=96)
     parser.add_argument("--trials", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3, help="tool turns per episode")
-    parser.add_argument("--latency", type=float, default=0.05, help="seconds per call")
-    parser.add_argument("--concurrency", type=int, default=20, help="episodes at once")
+    parser.add_argument("--serve", nargs=3, type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve(int(args.serve[0]), args.serve[1], args.serve[2])
+        return
     ray = import_ray()
     episodes = args.tasks * args.trials * 2
-    with StubServer() as stub:
-        stub.script(policy(args.steps, args.latency))
-        rows: dict[str, float] = {"local runner": asyncio.run(sweep(args, stub.base_url, None))}
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
-        try:
-            ways = {"Ray, this machine": RayOptions(), "Ray, 1 worker": RayOptions(workers=1)}
-            for name, options in ways.items():
-                rows[name] = asyncio.run(sweep(args, stub.base_url, options))
-        finally:
-            ray.shutdown()
+    turns = episodes * (args.steps + 1)
     print(
         f"{episodes} episodes ({args.tasks} tasks x {args.trials} trials x N=1,4), "
-        f"{args.steps + 1} turns each, {args.latency * 1000:g} ms a call, "
-        f"{args.concurrency} at once, {os.cpu_count()} cores"
+        f"{args.steps + 1} turns each, {os.cpu_count()} cores, load "
+        f"{os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M')}"
     )
-    base = episodes / rows["local runner"]
-    for name, wall in rows.items():
-        rate = episodes / wall
-        print(f"  {name:<18} {wall:7.2f} s  {rate:6.2f} episodes/s  {rate / base:5.2f}x local")
+    stubs = {
+        name: Stub(args.steps, latency, tail) for name, (latency, tail, _) in WORKLOADS.items()
+    }
+    ways = {"local runner": None, "Ray, this machine": RayOptions()}
+    ways["Ray, 1 worker"] = RayOptions(workers=1)
+    rows: dict[tuple[str, str], tuple[float, float]] = {}
+    try:
+        for name, options in ways.items():
+            if options is not None and not ray.is_initialized():  # after the local runs
+                ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
+            for workload, stub in stubs.items():
+                cpu, stub_cpu = busy_cpu_s(), stub.cpu_s()
+                at_once = WORKLOADS[workload][2] or episodes
+                wall = asyncio.run(sweep(args, stub.url, options, at_once))
+                # every process's CPU but the stub's: the driver, the workers, Ray's own
+                rows[workload, name] = wall, busy_cpu_s() - cpu - (stub.cpu_s() - stub_cpu)
+    finally:
+        ray.shutdown()
+        for stub in stubs.values():
+            stub.close()
+    for workload in WORKLOADS:
+        print(workload)
+        print(f"  {'':<18} {'wall s':>7} {'turns/s':>8} {'vs local':>9} {'CPU ms/turn':>12}")
+        base = turns / rows[workload, "local runner"][0]
+        for name in ways:
+            wall, used = rows[workload, name]
+            print(
+                f"  {name:<18} {wall:7.2f} {turns / wall:8.1f} {turns / wall / base:8.2f}x "
+                f"{used / turns * 1000:12.1f}"
+            )
+
+
+class Stub:
+    """The stub policy served by a process of its own."""
+
+    def __init__(self, steps: int, latency: float, tail: float) -> None:
+        command = [sys.executable, __file__, "--serve", str(steps), str(latency), str(tail)]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        self.url = self.process.stdout.readline().strip()
+
+    def cpu_s(self) -> float:
+        return process_cpu_s(self.process.pid)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
 
 
 if __name__ == "__main__":
