@@ -238,7 +238,8 @@ async def test_max_concurrency_bounds_the_agents_own_model_calls(stub: StubServe
     await create_agent(chat_model(stub), [shell], middleware=[free]).ainvoke(
         {"messages": [("user", "hi")]}
     )
-    assert requests_in_flight(stub, delay) == 3
+    # Without the cap they overlap (all 3 unless a loaded machine staggers their start).
+    assert requests_in_flight(stub, delay) > 1
 
 
 async def test_an_all_invalid_turn_tells_the_model_and_the_agent_goes_on(
