@@ -131,7 +131,7 @@ class TurnBoNMiddleware(AgentMiddleware):
         turn = self._prepare(request, handler)
         if turn.pauses:  # the candidates are checkpointed before the person is asked
             return await turn.finish(await _checkpointed_candidates(turn))
-        return await turn.finish(await turn.generate())
+        return await turn.run()
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -143,7 +143,7 @@ class TurnBoNMiddleware(AgentMiddleware):
         turn = self._prepare(request, call)
         if turn.pauses:
             return run_sync(turn.finish(_checkpointed_candidates_sync(turn).result()))
-        return run_sync(turn.finish(run_sync(turn.generate())))
+        return run_sync(turn.run())
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -183,6 +183,9 @@ class _Turn:
         """A person selects (`HumanSelector`): the graph pauses, and on resume the model
         node runs again from its start, so the candidates must come from a checkpoint."""
         return isinstance(self.engine.selector, HumanSelector)
+
+    async def run(self) -> ModelResponse:
+        return await self.finish(await self.generate())
 
     async def generate(self) -> GeneratedTurn:
         return await self.engine.generate(self.messages, on_event=self.on_event)
