@@ -24,7 +24,6 @@ import itertools
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from child_process import Process, answer  # beside this script
 from langchain_core.tools import BaseTool, tool
 
 from turnbon_graph.bench.environment import TaskSpec, Verdict
@@ -111,7 +111,7 @@ def serve(steps: int, latency: float, tail: float) -> None:
     test): prints its URL, serves until stdin closes."""
     with StubServer() as stub:
         stub.script(policy(steps, latency, tail))
-        print(stub.base_url, flush=True)
+        answer(stub.base_url)
         sys.stdin.read()
 
 
@@ -183,8 +183,12 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M')}"
     )
     stubs = {
-        name: Stub(args.steps, latency, tail) for name, (latency, tail, _) in WORKLOADS.items()
+        name: Process(
+            [sys.executable, __file__, "--serve", str(args.steps), str(latency), str(tail)]
+        )
+        for name, (latency, tail, _) in WORKLOADS.items()
     }
+    urls = {name: stub.first_line() for name, stub in stubs.items()}
     ways = {"local runner": None, "Ray, this machine": RayOptions()}
     ways["Ray, 1 worker"] = RayOptions(workers=1)
     rows: dict[tuple[str, str], tuple[float, float]] = {}
@@ -193,11 +197,14 @@ def main() -> None:
             if options is not None and not ray.is_initialized():  # after the local runs
                 ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False)
             for workload, stub in stubs.items():
-                cpu, stub_cpu = busy_cpu_s(), stub.cpu_s()
+                cpu, stub_cpu = busy_cpu_s(), process_cpu_s(stub.pid)
                 at_once = WORKLOADS[workload][2] or episodes
-                wall = asyncio.run(sweep(args, stub.url, options, at_once))
+                wall = asyncio.run(sweep(args, urls[workload], options, at_once))
                 # every process's CPU but the stub's: the driver, the workers, Ray's own
-                rows[workload, name] = wall, busy_cpu_s() - cpu - (stub.cpu_s() - stub_cpu)
+                rows[workload, name] = (
+                    wall,
+                    busy_cpu_s() - cpu - (process_cpu_s(stub.pid) - stub_cpu),
+                )
     finally:
         ray.shutdown()
         for stub in stubs.values():
@@ -212,26 +219,6 @@ def main() -> None:
                 f"  {name:<18} {wall:7.2f} {turns / wall:8.1f} {turns / wall / base:8.2f}x "
                 f"{used / turns * 1000:12.1f}"
             )
-
-
-class Stub:
-    """The stub policy served by a process of its own."""
-
-    def __init__(self, steps: int, latency: float, tail: float) -> None:
-        command = [sys.executable, __file__, "--serve", str(steps), str(latency), str(tail)]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        assert self.process.stdout is not None
-        self.url = self.process.stdout.readline().strip()
-
-    def cpu_s(self) -> float:
-        return process_cpu_s(self.process.pid)
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -40,13 +39,14 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from child_process import Process, answer  # beside this script
+
 MODEL = "openai/gpt-4o-mini"
 N = 8
 QUESTION = "Find the failing test and fix it."
 OURS = ["graph", "graph-n", "chat", "middleware", "client", "litellm", "openai", "aiohttp"]
 PEERS = ["its_hub", "dspy", "optillm", "react"]
 Turn = Callable[[], Awaitable[Any]]
-MARK = "@turn_cpu "  # starts the lines a worker answers with: libraries print too
 
 
 def serve(latency: float) -> None:
@@ -80,11 +80,11 @@ def serve(latency: float) -> None:
     stub = StubServer()
     stub.script(respond)
     with stub:
-        print(MARK + stub.base_url, flush=True)
+        answer(stub.base_url)
         while sys.stdin.readline():
             stub.reset()  # keeps the captured requests from growing: the script stays
             stub.script(respond)
-            print(MARK + "ok", flush=True)
+            answer("ok")
 
 
 def shell(command: str) -> str:
@@ -283,40 +283,12 @@ def worker() -> None:
                     arms[key] = f"{type(exc).__name__}: {exc}"[:200]
             arm = arms[key]
             if isinstance(arm, str):
-                print(MARK + json.dumps({"skip": arm}), flush=True)
+                answer(json.dumps({"skip": arm}))
                 continue
             timings = await measure(arm, ask["turns"], ask.get("concurrency", 1))
-            print(MARK + json.dumps(timings), flush=True)
+            answer(json.dumps(timings))
 
     asyncio.run(main())
-
-
-class Process:
-    def __init__(self, command: list[str]) -> None:
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
-        )
-
-    def ask(self, line: str) -> str:
-        assert self.process.stdin
-        self.process.stdin.write(line + "\n")
-        return self.first_line()
-
-    def first_line(self) -> str:
-        """The next line the process answers with (what else it prints is passed on)."""
-        assert self.process.stdout
-        while True:
-            line = self.process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"{self.process.args} ended")
-            if line.startswith(MARK):
-                return line[len(MARK) :].strip()
-            print(f"  | {line.rstrip()[:200]}", file=sys.stderr)
-
-    def close(self) -> None:
-        assert self.process.stdin
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
 
 
 def spread(values: list[float]) -> str:
