@@ -1,5 +1,6 @@
 """The runner on a real local Ray instance: the same run folder as the local runner,
-resuming an interrupted run, a killed worker, the cluster-wide limit."""
+resuming an interrupted run, a killed worker, the cluster-wide limit, and a two-node
+cluster on this machine."""
 
 from __future__ import annotations
 
@@ -390,3 +391,43 @@ def test_turnbon_rollouts_ray_runs_the_episodes_on_workers_within_one_shared_bud
     assert main(command) == 0
     assert "Resuming: 2 episode(s) already in" in capsys.readouterr().out
     assert (tmp_path / ROLLOUTS_FILE).read_bytes() == before
+
+
+@needs_ray
+def test_turnbon_bench_on_a_two_node_cluster_runs_episodes_on_both_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ray.cluster_utils import Cluster
+
+    # Two Ray nodes of one CPU each on this machine (Ray's own test cluster: a head and a
+    # second raylet that joins it), so the two workers, one CPU each, land one per node.
+    mark = uuid.uuid4().hex
+    with monkeypatch.context() as patch:  # only the cluster's processes inherit the mark
+        patch.setenv(RUN_MARK, mark)
+        cluster: Any = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        try:
+            second = cluster.add_node(num_cpus=1)
+        except BaseException:
+            cluster.shutdown()
+            raise
+    nodes = {cluster.head_node.node_id, second.node_id}
+    try:
+        # An address that is not "local": workers load the environment from their own
+        # install and each serves its own stub (`--model stub` off the driver's machine).
+        command = [sys.executable, "-m", "turnbon_graph.cli", "bench", "--env", "terminal",
+                   "--model", "stub", "--n", "1", "2", "--trials", "1", "--task", *RAY_TASKS,
+                   "--ray", cluster.address, "--run", str(tmp_path / "run")]  # fmt: skip
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=BOUND_S, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    finally:
+        cluster.shutdown()
+    assert left_behind(mark) == [], "the test cluster left processes behind"
+
+    rows = read_episodes(tmp_path / "run")
+    assert len(rows) == len({r.key for r in rows}) == 8
+    assert {r.worker.node for r in rows if r.worker} == nodes  # both nodes ran episodes
+    # The workers' stubs answered: no episode ended on a failed call.
+    assert all(r.outcome != "agent_error" and r.turns for r in rows), [r.outcome for r in rows]
