@@ -1,6 +1,6 @@
 """The runner on a real local Ray instance: the same run folder as the local runner,
-resuming an interrupted run, a killed worker, the cluster-wide limit, and a two-node
-cluster on this machine."""
+resuming an interrupted run, a killed worker (of bench and of rollouts), the cluster-wide
+limit, and a two-node cluster on this machine."""
 
 from __future__ import annotations
 
@@ -431,3 +431,35 @@ def test_turnbon_bench_on_a_two_node_cluster_runs_episodes_on_both_nodes(
     assert {r.worker.node for r in rows if r.worker} == nodes  # both nodes ran episodes
     # The workers' stubs answered: no episode ended on a failed call.
     assert all(r.outcome != "agent_error" and r.turns for r in rows), [r.outcome for r in rows]
+
+
+@needs_ray
+def test_turnbon_rollouts_ray_with_a_worker_killed_mid_run_reports_every_episode_once(
+    tmp_path: Path,
+) -> None:
+    from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, read_reports
+
+    tasks = [*RAY_TASKS, "csv-to-json", "find-duplicates"]
+    command = [sys.executable, "-m", "turnbon_graph.cli", "rollouts", "--env", "terminal",
+               "--model", "stub", "--task", *tasks, "-n", "3", "--turns", "2", "--ray",
+               "--run", str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with (
+        (tmp_path / "err.txt").open("w") as err,
+        subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env) as driver,
+    ):
+        deadline = time.monotonic() + BOUND_S
+        while not (tmp_path / ROLLOUTS_FILE).exists() or not read_reports(tmp_path):
+            assert driver.poll() is None and time.monotonic() < deadline, "no report came"
+            time.sleep(0.1)
+        # That worker was handed its next episode as its first report came back: it dies
+        # with an episode in flight, which goes back to the queue.
+        worker = read_reports(tmp_path)[0].worker
+        assert worker is not None
+        os.kill(worker.pid, signal.SIGKILL)
+        driver.wait(timeout=BOUND_S)
+    assert driver.returncode == 0, (tmp_path / "err.txt").read_text()[-2000:]
+    reports = read_reports(tmp_path)
+    assert sorted(r.task for r in reports) == sorted(tasks)  # each once, none lost
+    # The two first workers and the one that replaced the killed one.
+    assert len({r.worker.pid for r in reports if r.worker}) >= 3
