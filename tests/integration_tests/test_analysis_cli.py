@@ -256,6 +256,16 @@ def test_judge_will_not_mix_two_judge_models(run: Path, capsys: pytest.CaptureFi
     assert "pass --model openai/a to go on with it" in capsys.readouterr().err
 
 
+def test_judge_without_the_judge_models_key_says_which_and_asks_nothing(
+    run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["judge", str(run), "--model", "openai/gpt-4o"]) == 2
+    err = capsys.readouterr().err
+    assert "the model openai/gpt-4o needs OPENAI_API_KEY, which is not set" in err
+    assert not (run / VERDICTS_FILE).exists()
+
+
 # ----------------------------------------------------------------------------- rollouts
 
 ROLLOUTS = ["rollouts", "--env", "terminal", "--model", "stub"]

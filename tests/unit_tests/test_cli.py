@@ -3,8 +3,10 @@ folders and resume hints, and that `--help` and `report` never import LiteLLM/La
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from argparse import Namespace
 from datetime import datetime
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -20,7 +22,12 @@ from turnbon_graph.bench.runs import EpisodeResult, RunSettings
 from turnbon_graph.cli import main
 from turnbon_graph.cli.arguments import default_run_dir, resume_command
 from turnbon_graph.cli.main import build_parser
-from turnbon_graph.cli.models import engine_options, make_selector
+from turnbon_graph.cli.models import (
+    check_credentials,
+    check_run_credentials,
+    engine_options,
+    make_selector,
+)
 from turnbon_graph.cli.rollouts import rollout_budget
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors import FirstSelector, MajorityVoteSelector, RandomSelector
@@ -316,3 +323,72 @@ def test_judge_refuses_the_stub_model_and_names_what_to_pass(
     err = capsys.readouterr().err
     assert err.startswith("turnbon judge: error: --model stub cannot judge")
     assert "--api-base" in err and "LiteLLM model id" in err
+
+
+NO_KEY = "needs OPENAI_API_KEY, which is not set: export it"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bench", "--env", "terminal", "--task", "greet-script", "--n", "1"],
+        ["rollouts", "--env", "terminal", "--task", "greet-script"],
+        ["run", "greet-script"],
+    ],
+)
+def test_a_run_without_its_providers_key_is_refused_before_it_starts(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Otherwise every call fails after its retries, and a bench run records each episode
+    # as an agent error, which the rerun with the key then resumes past.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = tmp_path / "run"
+    folder = [] if command[0] == "run" else ["--run", str(run)]
+    assert main([*command, "--model", "openai/gpt-4o-mini", *folder]) == 2
+    err = capsys.readouterr().err
+    assert f"the model openai/gpt-4o-mini {NO_KEY}" in err and "Traceback" not in err
+    assert not run.exists() or not any(run.glob("*.jsonl"))
+
+
+def test_serve_without_the_upstream_key_exits_before_it_listens(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    command = [sys.executable, "-m", "turnbon_graph.cli", "serve", "--model", "openai/gpt-4o"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2
+    assert f"the model openai/gpt-4o {NO_KEY}" in done.stderr
+
+
+def test_an_llm_selector_without_its_key_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    command = ["bench", "--env", "terminal", "--task", "greet-script", "--n", "1", "--model",
+               "openai/gpt-4o-mini", "--selector", "anthropic/claude-sonnet-4-5", "--run",
+               str(tmp_path / "run")]  # fmt: skip
+    assert main(command) == 2
+    assert (
+        "the selector anthropic/claude-sonnet-4-5 needs ANTHROPIC_API_KEY, which is not set"
+        in capsys.readouterr().err
+    )
+
+
+def test_keys_given_or_credentials_found_elsewhere_pass_the_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OPENAI_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    check_credentials("openai/gpt-4o-mini", {"api_key": "sk-given"})
+    check_credentials("hosted_vllm/qwen", {"api_base": "http://127.0.0.1:8000/v1"})
+    # AWS credentials may come from ~/.aws or an instance role: LiteLLM cannot tell.
+    check_credentials("bedrock/anthropic.claude-3-haiku-20240307-v1:0", {})
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        check_credentials("openai/gpt-4o-mini", {"api_base": "http://127.0.0.1:8000/v1"})
+    # A Ray cluster's workers hold their own keys; this machine's Ray is this machine.
+    options: dict[str, Any] = {"completion_kwargs": {}}
+    check_run_credentials(Namespace(ray="auto"), "openai/gpt-4o-mini", None, options)
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        check_run_credentials(Namespace(ray="local"), "openai/gpt-4o-mini", None, options)

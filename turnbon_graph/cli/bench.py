@@ -55,12 +55,18 @@ def run(args: argparse.Namespace) -> int:
     from turnbon_graph.bench.report_format import TIMES
     from turnbon_graph.bench.runner import BenchConfig, run_benchmark
     from turnbon_graph.bench.runs import read_episodes
-    from turnbon_graph.cli.models import connection, engine_options, episode_setup
+    from turnbon_graph.cli.models import (
+        check_run_credentials,
+        connection,
+        engine_options,
+        episode_setup,
+    )
 
     setup = episode_setup(args)
     environment, run_dir, model = setup.environment, setup.run_dir, setup.model
     with contextlib.ExitStack() as stack:
         options = engine_options(args, setup.selector, connection(args, environment, stack))
+        check_run_credentials(args, model, setup.selector, options)
         config = BenchConfig(
             model=model,
             n_values=sorted(set(args.n)),

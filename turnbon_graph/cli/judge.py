@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         verdict_summary,
     )
     from turnbon_graph.analysis.markdown import flagged_table
+    from turnbon_graph.cli.models import check_credentials
     from turnbon_graph.errors import ConfigurationError
 
     if args.model == STUB_MODEL:
@@ -92,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
         )
     run_dir: Path = args.run
     check_run(run_dir, args.model, args.settings)
+    connection = {"api_base": args.api_base} if args.api_base else {}
+    check_credentials(args.model, connection)
     rubrics = load_rubrics(extra=args.rubrics or None)
     instructions, note = task_instructions(run_dir, args.tasks)
     if note is not None:
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 rubrics=rubrics,
                 instructions=instructions,
                 settings=args.settings,
-                completion_kwargs={"api_base": args.api_base} if args.api_base else {},
+                completion_kwargs=connection,
                 max_concurrency=args.concurrency,
                 retry_unknown=args.retry_unknown,
             )

@@ -15,6 +15,7 @@ The task and the local model come from entry points (`turnbon.environments`,
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -24,7 +25,13 @@ from typing import Any
 
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.episode import EpisodeEnd, run_agent
-from turnbon_graph.cli.models import STUB_ID, make_selector, selector_kwargs, start_stub
+from turnbon_graph.cli.models import (
+    STUB_ID,
+    check_credentials,
+    make_selector,
+    selector_kwargs,
+    start_stub,
+)
 from turnbon_graph.cli.transcript import LiveTranscript
 from turnbon_graph.cli.workdir import WorkdirNotes
 from turnbon_graph.errors import ConfigurationError
@@ -72,6 +79,13 @@ async def run_live(
     ends: list[EpisodeEnd] = []
     with ExitStack() as stack:
         model_id, engine_options, backend = stack.enter_context(_model(options, environment))
+        await asyncio.to_thread(  # it imports LiteLLM: off the event loop
+            check_credentials,
+            model_id,
+            engine_options["completion_kwargs"],
+            engine_options["selector"],
+            engine_options.get("selector_kwargs"),
+        )
         if options.timeout is not None:
             engine_options["timeout"] = options.timeout
         engine = TurnEngine.from_options(model_id, n=options.n, seed=options.seed, **engine_options)

@@ -108,6 +108,50 @@ def refuse_ignored_flags(args: argparse.Namespace, selector: str | Selector | No
             )
 
 
+def check_credentials(
+    model: str,
+    completion_kwargs: dict[str, Any],
+    selector: object = None,
+    selector_kwargs: dict[str, Any] | None = None,
+) -> None:
+    """Refuses, before anything runs, a model (the generator, or the selector's model id)
+    whose provider takes an API key from the environment when none is set and none is
+    passed (`api_key`): otherwise every call of the run fails, and a bench run records
+    every episode as an agent error, which a rerun then resumes past. LiteLLM's
+    `validate_environment` names the provider's variables; only providers that need a
+    `*_API_KEY` are refused (AWS, Vertex or Ollama credentials come from elsewhere too)."""
+    import litellm
+
+    from turnbon_graph.errors import ConfigurationError
+
+    litellm.suppress_debug_info = True  # its provider-list banner for an unknown model id
+    checks = [("the model", model, completion_kwargs)]
+    if isinstance(selector, str):
+        checks.append(("the selector", selector, selector_kwargs or {}))
+    for what, name, kwargs in checks:
+        if kwargs.get("api_key"):
+            continue
+        found = litellm.validate_environment(model=name, api_base=kwargs.get("api_base"))
+        missing: list[str] = found.get("missing_keys") or []
+        if found.get("keys_in_environment") or not missing:
+            continue
+        if all(key.endswith("_API_KEY") for key in missing):
+            raise ConfigurationError(
+                f"{what} {name} needs {' or '.join(missing)}, which is not set: export it "
+                "before running (a server of your own that checks no key takes any value)"
+            )
+
+
+def check_run_credentials(
+    args: argparse.Namespace, model: str, selector: str | Selector | None, options: dict[str, Any]
+) -> None:
+    """`check_credentials` for the engine options (`engine_options`) of a run here or on
+    this machine's Ray; a cluster's workers hold keys of their own."""
+    if getattr(args, "ray", None) in (None, "local"):
+        kwargs = options["completion_kwargs"]
+        check_credentials(model, kwargs, selector, options.get("selector_kwargs"))
+
+
 def start_stub(
     environment: object, name: str, stack: ExitStack, *, seed: int | None = None
 ) -> dict[str, Any]:

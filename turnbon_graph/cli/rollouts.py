@@ -158,7 +158,12 @@ def run(args: argparse.Namespace) -> int:
         selector_label,
     )
     from turnbon_graph.bench.environment import chosen_tasks
-    from turnbon_graph.cli.models import connection, engine_options, episode_setup
+    from turnbon_graph.cli.models import (
+        check_run_credentials,
+        connection,
+        engine_options,
+        episode_setup,
+    )
     from turnbon_graph.turn import TurnEngine
 
     budget = rollout_budget(args)
@@ -188,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
     if state.todo:
         with contextlib.ExitStack() as stack:
             options = engine_options(args, selector, connection(args, environment, stack))
+            check_run_credentials(args, model, selector, options)
 
             async def branch() -> None:
                 runner: Any

@@ -117,6 +117,7 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`turnbon serve`: serves until SIGTERM or SIGINT."""
+    from turnbon_graph.cli.models import check_credentials
     from turnbon_graph.errors import ConfigurationError
 
     settings, options = serve_settings(args)
@@ -136,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
         require_key=_secret(settings["require_key_env"], "--require-key-env"),
         shutdown_timeout=settings["shutdown_timeout"],
         keepalive_s=settings["keepalive_s"],
+    )
+    turn = config.turn
+    check_credentials(
+        config.model, dict(turn.completion_kwargs or {}), turn.selector, turn.selector_kwargs
     )
     print(
         f"turnbon serve: {config.model} (n={config.turn.n}) as {config.name!r} on "
