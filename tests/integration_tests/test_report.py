@@ -374,3 +374,14 @@ def test_bench_with_a_broken_model_says_why_and_exits_non_zero(
     assert "check the model id, the api_base and the API key" in out.stderr
     assert "sk-not-a-real-key-1234" not in out.stdout + out.stderr
     assert "Traceback" not in out.stderr
+    assert "then run the same command with --redo-errors" in out.stderr
+
+    # A plain rerun resumes past the errors and says how to run them again; the flag does.
+    out = subprocess.run(bench, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "2 of 2 episode(s) in " in out.stdout
+    hint = "nothing to run; 2 ended in an agent error (--redo-errors runs those again)"
+    assert hint in out.stdout
+    redo = [*bench, "--redo-errors"]
+    out = subprocess.run(redo, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "; 2 to run, 2 of them again (they ended in an agent error)." in out.stdout
+    assert len((tmp_path / "broken" / EPISODES_FILE).read_text().splitlines()) == 4

@@ -196,6 +196,42 @@ async def test_a_rerun_with_other_settings_is_refused(stub: StubServer, tmp_path
         await run_benchmark(env, config(stub, n_values=[1], trials=3), tmp_path, progress=False)
 
 
+async def test_redo_errors_runs_the_agent_errors_again_and_their_new_results_count(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    env = CounterEnvironment({"five": 5, "seven": 7, "unlucky": 13})
+    # A wrong key: every call is refused (401, not retried), every episode an agent error.
+    stub.script(lambda r: error(401, "Incorrect API key provided"))
+    first = await run_benchmark(env, config(stub, n_values=[1]), tmp_path, progress=False)
+    assert [r.outcome for r in first] == ["agent_error"] * 6
+    stub.reset()
+    stub.script(counting_model)  # the key fixed
+    again = await run_benchmark(env, config(stub, n_values=[1]), tmp_path, progress=False)
+    assert again == first and not stub.requests  # a plain rerun resumes past them
+    redone = await run_benchmark(
+        env, config(stub, n_values=[1], redo_errors=True), tmp_path, progress=False
+    )
+    assert sorted(r.key for r in redone) == sorted(r.key for r in first)  # each once
+    outcomes = {(r.task, r.trial): r.outcome for r in redone}
+    assert outcomes == {
+        **{(task, trial): "pass" for task in ("five", "seven") for trial in (0, 1)},
+        **{("unlucky", trial): "wrong_submission" for trial in (0, 1)},
+    }
+    assert len((tmp_path / EPISODES_FILE).read_text().splitlines()) == 12  # nothing erased
+    turns = list(read_turns(tmp_path, "N=1", "five", 0))
+    assert len(turns) == 2 and turns[0]["observation"]  # the new attempt's turns
+    # Nothing left to redo: a further redo runs nothing.
+    stub.reset()
+    stub.script(counting_model)
+    assert (
+        await run_benchmark(
+            env, config(stub, n_values=[1], redo_errors=True), tmp_path, progress=False
+        )
+        == redone
+    )
+    assert not stub.requests
+
+
 KILLABLE = """
 import asyncio, pathlib, sys
 sys.path.insert(0, {root!r})

@@ -55,6 +55,9 @@ class BenchConfig:
     concurrency: int = 4
     engine_options: dict[str, Any] = field(default_factory=dict)
     """Further `TurnEngine.from_options` keywords (completion_kwargs, timeout, ...)."""
+    redo_errors: bool = False
+    """Run again the episodes the run folder has that ended in an agent error (a key or an
+    endpoint fixed since); their new lines supersede the old ones."""
 
 
 async def run_benchmark(
@@ -131,7 +134,11 @@ def plan_run(
         created=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     _prepare(run_dir, settings)
-    done = {r.key for r in read_episodes(run_dir)}
+    done = {
+        r.key
+        for r in read_episodes(run_dir)
+        if not (config.redo_errors and r.outcome == "agent_error")
+    }
     todo = [
         (task, trial, n)
         for n in config.n_values

@@ -123,8 +123,10 @@ def read_lines(path: Path, model: type[M]) -> list[M]:
 
 
 def read_episodes(run: Path) -> list[EpisodeResult]:
-    """Every finished episode of a run (a torn last line, from a kill, is skipped)."""
-    return read_lines(run / EPISODES_FILE, EpisodeResult)
+    """Every finished episode of a run, once: an episode run again (`redo_errors`) has a
+    later line, which is the one that counts. A torn last line, from a kill, is skipped."""
+    latest = {r.key: r for r in read_lines(run / EPISODES_FILE, EpisodeResult)}
+    return list(latest.values())
 
 
 def turns_path(run: Path, setting: str, task: str, trial: int) -> Path:

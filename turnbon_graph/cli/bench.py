@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP
 from turnbon_graph.cli.arguments import (
@@ -17,6 +17,11 @@ from turnbon_graph.cli.arguments import (
     resume_command,
     subcommand,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from turnbon_graph.bench.runs import EpisodeResult
 
 
 def add_parser(commands: Any) -> None:
@@ -44,6 +49,12 @@ def add_parser(commands: Any) -> None:
         "(default: this process only)",
     )
     add_flags(parser, "cluster_max_concurrency", "cluster_rate_limit")
+    parser.add_argument(
+        "--redo-errors",
+        action="store_true",
+        help="on a resumed run, run again the episodes that ended in an agent error (after "
+        "fixing a key or an endpoint); their new results replace the old",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -74,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
             trials=args.trials,
             concurrency=args.concurrency,
             engine_options=options,
+            redo_errors=args.redo_errors,
         )
         count = len(args.task) if args.task else len(environment.tasks())
         settings = ", ".join(f"N={n}" for n in config.n_values)
@@ -83,10 +95,9 @@ def run(args: argparse.Namespace) -> int:
             f"{settings} on {model}",
             flush=True,
         )
-        if done := len(read_episodes(run_dir)):
+        if recorded := read_episodes(run_dir):
             total = count * args.trials * len(config.n_values)
-            left = f"{total - done} to run" if total > done else "nothing to run"
-            print(f"Resuming: {done} of {total} episode(s) in {run_dir}; {left}.", flush=True)
+            print(resuming(recorded, total, args.redo_errors, run_dir), flush=True)
         ray: Any = None
         if args.ray is not None:
             from turnbon_graph.bench.ray_runner import on_ray_as_asked
@@ -111,6 +122,20 @@ def run(args: argparse.Namespace) -> int:
     return 1 if broken else 0
 
 
+def resuming(recorded: list[EpisodeResult], total: int, redo_errors: bool, run_dir: Path) -> str:
+    """What a rerun into `run_dir` finds there and will run."""
+    errors = sum(r.outcome == "agent_error" for r in recorded)
+    redo = errors if redo_errors else 0
+    left = total - len(recorded) + redo
+    line = f"Resuming: {len(recorded)} of {total} episode(s) in {run_dir}; "
+    line += f"{left} to run" if left else "nothing to run"
+    if redo:
+        line += f", {redo} of them again (they ended in an agent error)"
+    elif errors:
+        line += f"; {errors} ended in an agent error (--redo-errors runs those again)"
+    return line + "."
+
+
 def agent_errors(results: list[Any], order: list[str]) -> list[str]:
     """Says, per setting, how many episodes ended in an agent error and the first one's
     message (on stderr); returns the settings where every episode did: a broken model id
@@ -131,7 +156,8 @@ def agent_errors(results: list[Any], order: list[str]) -> list[str]:
     if broken:
         print(
             f"Every episode of {', '.join(broken)} failed before a verdict: check the model "
-            "id, the api_base and the API key (the error above says which).",
+            "id, the api_base and the API key (the error above says which), then run the "
+            "same command with --redo-errors.",
             file=sys.stderr,
         )
     return broken
