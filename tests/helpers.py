@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, read_lines
 from turnbon_graph.candidates import Candidate
 from turnbon_graph.generate import ModelPool
 from turnbon_graph.testing import (
@@ -54,3 +56,9 @@ def requests_in_flight(stub: StubServer, delay: float) -> int:
     arrival, those that arrived earlier and cannot have been answered yet."""
     arrivals = sorted(r.received_at for r in stub.requests)
     return max(sum(1 for s in arrivals if s <= t < s + delay) for t in arrivals)
+
+
+def episode_lines(run: Path) -> list[EpisodeResult]:
+    """Every line of a run's episodes file, an episode recorded twice twice
+    (`read_episodes` counts only an episode's latest line)."""
+    return read_lines(run / EPISODES_FILE, EpisodeResult)

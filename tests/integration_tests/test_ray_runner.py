@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.counter_env import CounterEnvironment
-from tests.helpers import requests_in_flight
+from tests.helpers import episode_lines, requests_in_flight
 from tests.integration_tests.test_runner import config, counting_model
 from turnbon_graph.bench.limits import SlotBook
 from turnbon_graph.bench.ray_runner import RayOptions, RegisteredEnvironment
@@ -165,8 +165,8 @@ async def test_an_interrupted_ray_run_resumes_with_no_duplicate(
         results = await run_benchmark(
             CounterEnvironment(TARGETS), config(stub), tmp_path, progress=False, ray=options
         )
-    keys = [r.key for r in results]
-    assert len(keys) == len(set(keys)) == 28  # none lost, none twice
+    keys = [r.key for r in episode_lines(tmp_path)]
+    assert len(keys) == len(set(keys)) == len(results) == 28  # none lost, none twice
     assert (tmp_path / EPISODES_FILE).read_text().splitlines()[: len(before)] == before
 
 
@@ -192,8 +192,8 @@ async def test_a_worker_killed_mid_run_loses_no_episode(
         assert first.worker is not None
         os.kill(first.worker.pid, signal.SIGKILL)
         results = await run
-    keys = [r.key for r in results]
-    assert len(keys) == len(set(keys)) == 12
+    keys = [r.key for r in episode_lines(tmp_path)]
+    assert len(keys) == len(set(keys)) == len(results) == 12
     assert all(r.outcome == "pass" for r in results)
     pids = {r.worker.pid for r in results if r.worker}
     assert len(pids) >= 3  # the two first workers and the one that replaced the killed one
@@ -339,7 +339,7 @@ def test_turnbon_bench_ray_runs_the_local_runners_episodes_resumes_and_leaves_no
     assert any("raylet" in c for c in seen) and any(c.startswith("ray::") for c in seen)
     assert left_behind(mark) == []
 
-    rows, expected = read_episodes(tmp_path / "ray"), read_episodes(tmp_path / "local")
+    rows, expected = episode_lines(tmp_path / "ray"), episode_lines(tmp_path / "local")
     assert len(rows) == len({r.key for r in rows}) == len(expected) == 8
     assert {r.key for r in rows} == {r.key for r in expected}
     assert all(r.worker and r.worker.node and r.worker.pid != driver.pid for r in rows)
@@ -426,7 +426,7 @@ def test_turnbon_bench_on_a_two_node_cluster_runs_episodes_on_both_nodes(
         cluster.shutdown()
     assert left_behind(mark) == [], "the test cluster left processes behind"
 
-    rows = read_episodes(tmp_path / "run")
+    rows = episode_lines(tmp_path / "run")
     assert len(rows) == len({r.key for r in rows}) == 8
     assert {r.worker.node for r in rows if r.worker} == nodes  # both nodes ran episodes
     # The workers' stubs answered: no episode ended on a failed call.

@@ -19,7 +19,7 @@ import pytest
 
 from tests.cli_envs import BROKEN, SometimesRight
 from tests.counter_env import CounterEnvironment
-from tests.helpers import stub_kwargs
+from tests.helpers import episode_lines, stub_kwargs
 from turnbon_graph.bench.plots import PLOT_FILES
 from turnbon_graph.bench.report import write_report
 from turnbon_graph.bench.runner import BenchConfig, run_benchmark
@@ -335,7 +335,7 @@ def test_ctrl_c_stops_cleanly_and_the_printed_command_resumes(
         timeout=300,
     )
     assert again.returncode == 0, again.stderr
-    assert sorted(r.task for r in read_episodes(run_dir)) == ["a", "b", "c", "d"]
+    assert sorted(r.task for r in episode_lines(run_dir)) == ["a", "b", "c", "d"]
 
 
 def test_every_table_and_figure_carries_the_papers_number(run: Path, tmp_path: Path) -> None:

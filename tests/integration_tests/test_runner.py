@@ -18,7 +18,7 @@ from langchain_core.tools import ToolException
 from litellm.exceptions import BadRequestError, ContextWindowExceededError
 
 from tests.counter_env import CounterEnvironment
-from tests.helpers import stub_kwargs
+from tests.helpers import episode_lines, stub_kwargs
 from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.bench.episode import classify_failure
 from turnbon_graph.bench.runner import BenchConfig, run_benchmark
@@ -275,6 +275,7 @@ async def test_killing_a_run_and_rerunning_finishes_it(stub: StubServer, tmp_pat
         run,
         progress=False,
     )
-    assert sorted(r.task for r in results) == [f"t{i}" for i in range(6)]  # none lost, none twice
+    assert sorted(r.task for r in results) == [f"t{i}" for i in range(6)]  # none lost
+    assert sorted(r.task for r in episode_lines(run)) == [f"t{i}" for i in range(6)]  # none twice
     # Only the unfinished episodes ran again: two calls each (act, then answer).
     assert len(stub.requests) == 2 * (6 - len(finished))
