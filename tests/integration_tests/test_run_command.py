@@ -96,7 +96,7 @@ def test_a_config_file_sets_what_flags_do_not(
         (["run"], "either a TASK"),
         (["run", "largest-file", "--instruction", "x"], "either a TASK"),
         (["run", "largest-file", "--workdir", "."], "--workdir goes with --instruction"),
-        (["run", "no-such-task"], "neither a folder nor a task"),
+        (["run", "list the files"], "; for a task in your own words, pass --instruction TEXT"),
         (["run", str(SHIPPED_TASKS)], "give one task folder"),
     ],
 )

@@ -304,5 +304,6 @@ def _task(settings: dict[str, Any]) -> tuple[Environment, TaskSpec]:
     if task in tasks:
         return environment, tasks[task]
     raise ConfigurationError(
-        f"{task!r} is neither a folder nor a task of {name!r} (shipped: {', '.join(sorted(tasks))})"
+        f"{task!r} is neither a folder nor a task of {name!r} (shipped: "
+        f"{', '.join(sorted(tasks))}); for a task in your own words, pass --instruction TEXT"
     )
