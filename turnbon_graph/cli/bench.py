@@ -126,7 +126,7 @@ def resuming(recorded: list[EpisodeResult], total: int, redo_errors: bool, run_d
     """What a rerun into `run_dir` finds there and will run."""
     errors = sum(r.outcome == "agent_error" for r in recorded)
     redo = errors if redo_errors else 0
-    left = total - len(recorded) + redo
+    left = max(total - len(recorded), 0) + redo
     line = f"Resuming: {len(recorded)} of {total} episode(s) in {run_dir}; "
     line += f"{left} to run" if left else "nothing to run"
     if redo:
