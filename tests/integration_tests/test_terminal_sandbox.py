@@ -91,18 +91,6 @@ def in_namespace(inode: int) -> list[int]:
     return found
 
 
-def named(inode: int, name: str) -> list[int]:
-    """Live host processes in the PID namespace `inode` whose command name is `name`."""
-    found = []
-    for pid in in_namespace(inode):
-        try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
-                found.append(pid)
-        except OSError:
-            continue
-    return found
-
-
 async def pid_namespace(box: Sandbox) -> int:
     return int((await box.run("stat -L -c %i /proc/self/ns/pid")).output)
 
@@ -195,10 +183,14 @@ async def test_an_output_flood_is_cut_and_stopped() -> None:
         assert len(text) < 9000
         assert "bytes of output cut" in text
         assert "[more than 1 MiB of output: the command was killed]" in text
+
         # Killed with its group; a killed process takes a moment to go (on CI, `pgrep`
         # run right after it once still saw it), so this polls, and a `yes` that lived on
         # would fail it.
-        assert await ends(lambda: not named(namespace, "yes")), "the flood's process lives on"
+        def gone() -> bool:
+            return not set(pids_named("yes")) & set(in_namespace(namespace))
+
+        assert await ends(gone), "the flood's process lives on"
 
 
 async def test_a_flood_to_disk_stops_at_the_file_size_limit() -> None:
