@@ -201,13 +201,7 @@ class LiteLLMClient:
         it start. Calls made some other way (an agent's own model, in the middleware) take
         a slot too, so the limits bound them with the rest."""
         semaphore = self._semaphore()
-        if semaphore is None:
-            if self._throttler is not None:
-                await self._throttler.acquire()
-            async with self._shared_slot():
-                yield
-            return
-        async with semaphore:
+        async with semaphore if semaphore is not None else _NO_LIMIT:
             if self._throttler is not None:
                 await self._throttler.acquire()
             async with self._shared_slot():
