@@ -244,7 +244,7 @@ def _copy_environment(task: TerminalTask, sandbox: Sandbox) -> None:
 def _copy_sandbox(source: Sandbox, target: Sandbox) -> None:
     """The files of `source`'s working directory and TMPDIR into `target`'s, then
     handed to `target`'s user (the copies are ours until then)."""
-    for old, new in ((source.workdir, target.workdir), (source.tmpdir, target.tmpdir)):
+    for old, new in zip(source.writable_dirs, target.writable_dirs, strict=True):
         try:
             shutil.copytree(
                 old, new, symlinks=True, dirs_exist_ok=True, copy_function=_copy_regular

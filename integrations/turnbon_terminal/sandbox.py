@@ -193,15 +193,22 @@ class Sandbox:
             return {}
         return {"user": self._lease.uid, "group": self._lease.gid, "extra_groups": []}
 
-    def _layout(self, env: Mapping[str, str], fresh: Fresh | None = None) -> Layout:
+    @property
+    def writable_dirs(self) -> tuple[Path, ...]:
+        """Every host folder the agent can write to (what a fork copies)."""
+        return (self.workdir, self.tmpdir)
+
+    def _layout(
+        self, env: Mapping[str, str], fresh: Fresh | None = None, cwd: Path | None = None
+    ) -> Layout:
         return Layout(
-            writable=[self.workdir] if fresh is not None else [self.workdir, self.tmpdir],
+            writable=[self.workdir, *fresh.writable] if fresh is not None else self.writable_dirs,
             readonly=fresh.readonly if fresh is not None else (),
             hidden=self.host.hidden,
             network=self.network,
             tmpfs_bytes=self.settings.limits.tmpfs_bytes,
             env=env,
-            cwd=self.workdir,
+            cwd=cwd or self.workdir,
         )
 
     def _start_session(self, previous: concurrent.futures.Future[Session] | None) -> Session:
@@ -234,9 +241,8 @@ class Sandbox:
             return list(argv), {"cwd": cwd, "env": env, **identity}
         bwrap, nsenter, env_tool = self.host.tools
         if fresh is not None:
-            layout = self._layout({**env, "TMPDIR": "/tmp"}, fresh)
-            options = [*layout.options(), "--chdir", str(cwd)]
-            return [bwrap, *options, "--", *argv], {"cwd": "/", "env": {}, **identity}
+            layout = self._layout({**env, "TMPDIR": "/tmp"}, fresh, cwd)
+            return [bwrap, *layout.options(), "--", *argv], {"cwd": "/", "env": {}, **identity}
         session = await self._entered()
         command = session.enter(nsenter, env_tool, cwd, argv)
         return command, {"cwd": "/", "env": env, "pass_fds": session.fds, **identity}

@@ -62,6 +62,9 @@ class SandboxSettings:
 @dataclass(frozen=True)
 class Fresh:
     """Run a command in a sandbox of its own (not the episode's): its workdir, these
-    read-only paths, an empty /tmp, and no process of the episode (the verifier)."""
+    read-only paths, these writable ones, an empty /tmp, and no process of the episode
+    (the verifier)."""
 
     readonly: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    """Host folders of ours bound read-write (the verifier's report folder)."""
