@@ -44,6 +44,10 @@ class Verdict(BaseModel):
     output: str = ""
     error: str | None = None
     """Set when the verifier itself could not run (timed out, crashed): an agent_error."""
+    reason: str | None = None
+    """Why a verifier that ran gave no pass though its exit code might say otherwise (no
+    structured report, one that contradicts the exit code, no test collected): kept in
+    the episode's record."""
 
 
 @runtime_checkable

@@ -177,7 +177,9 @@ def verdict_outcome(verdict: Verdict | None) -> tuple[Outcome | None, str | None
         return None, None
     if verdict.error:
         return "agent_error", f"verifier: {verdict.error}"
-    return ("pass" if verdict.passed else "wrong_submission"), None
+    if verdict.passed:
+        return "pass", None
+    return "wrong_submission", f"verdict: {verdict.reason}" if verdict.reason else None
 
 
 def classify_failure(exc: Exception, task: TaskSpec) -> tuple[Outcome, str]:
