@@ -26,3 +26,8 @@ class AllCandidatesFailedError(TurnBoNError):
             "Check the model id, api_base and credentials, or raise `timeout`/`max_retries` "
             "if the provider is slow or rate-limited."
         )
+
+
+class ResourceLimitError(TurnBoNError):
+    """An episode went over a budget its environment enforces (memory, storage): it
+    ends with the outcome `resource_limit`, not as an agent error."""

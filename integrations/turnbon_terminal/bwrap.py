@@ -8,12 +8,14 @@ background by one command is reachable from the next), and at the end the sandbo
 PID 1 is SIGKILLed through a pidfd: the kernel then kills every process of the
 namespace, however it detached, before PID 1 is gone.
 
-What the sandbox sees: the system directories read-only (`/usr`, `/etc`, `/bin`, `/lib`
-...), a fresh `/proc`, a minimal `/dev`, its own empty `/tmp`, `/var/tmp` and `/dev/shm`
-(tmpfs, gone with it), the episode's `work/` and `tmp/` (the only host places it can
-write) and whatever a caller binds read-only. Not the runner's processes, home,
-environment, run folders or any other episode; package directories and task folders
-that happen to lie below a system directory are masked with an empty tmpfs.
+What the sandbox sees: a read-only root with the system directories read-only (`/usr`,
+`/etc`, `/bin`, `/lib` ...), a fresh `/proc`, a minimal read-only `/dev`, its own empty
+`/tmp`, `/var/tmp` and `/dev/shm` (sized tmpfs, gone with it, counted in the episode's
+memory), the episode's `work/` and `tmp/` (the only host places it can write, on the
+episode's own file system where there is one) and whatever a caller binds read-only.
+Not the runner's processes, home, environment, run folders or any other episode;
+package directories and task folders that happen to lie below a system directory are
+masked with an empty tmpfs.
 """
 
 from __future__ import annotations
@@ -79,6 +81,11 @@ class Layout:
     tmpfs_bytes: int = 1 << 30
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    init: bool = True
+    """bwrap's own PID 1 reaps the sandbox's orphans. False: the command is PID 1
+    (`--as-pid-1`), for a one-off command whose exit ends the sandbox: bwrap's init
+    outlives the exit status it reports, and where the host's init does not reap
+    (some containers) it would stay a zombie."""
 
     def options(self) -> list[str]:
         args = [
@@ -94,6 +101,8 @@ class Layout:
         ]
         if not self.network:
             args.append("--unshare-net")
+        if not self.init:
+            args.append("--as-pid-1")
         args += _system_mounts()
         for path in _masked(self.hidden):
             args += ["--tmpfs", path, "--remount-ro", path]
@@ -110,6 +119,9 @@ class Layout:
         for kind, paths in (("--bind", self.writable), ("--ro-bind", self.readonly)):
             for bound in paths:
                 args += [kind, str(bound), str(bound)]
+        # Last, once every mount point exists: the root and /dev (tmpfs bwrap made, of
+        # half the host's memory) take no files; the mounts on them keep their own mode.
+        args += ["--remount-ro", "/dev", "--remount-ro", "/"]
         if self.cwd is not None:
             args += ["--chdir", str(self.cwd)]
         args.append("--clearenv")
@@ -264,10 +276,15 @@ class Session:
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(init, signal.SIGKILL)
         gone = bool(select.select([init], [], [], timeout)[0])
-        with contextlib.suppress(ProcessLookupError):
-            self.keeper.kill()
+        # bwrap exits once it has reaped its PID 1; killed before that, it would leave
+        # PID 1 a zombie for the host's init, which in a container may never reap it.
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.keeper.wait(timeout)
+            self.keeper.wait(timeout if gone else 0.1)
+        if self.keeper.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.keeper.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.keeper.wait(timeout)
         for fd in [*self._pidfds, *self._fds.values()]:
             os.close(fd)
         self._pidfds = []

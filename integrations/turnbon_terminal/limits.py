@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import resource
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 MiB = 1 << 20
@@ -33,11 +34,13 @@ class Limits:
     tmpfs_bytes: int = 1 * GiB
     """Size of each of the bwrap sandbox's own /tmp, /var/tmp and /dev/shm."""
 
-    def preexec(self, *, limit_processes: bool) -> Callable[[], None]:
-        """A `preexec_fn` setting these limits, never above the parent's hard limits.
+    def preexec(self, *, limit_processes: bool, joins: Sequence[int] = ()) -> Callable[[], None]:
+        """A `preexec_fn` setting these limits, never above the parent's hard limits,
+        and joining the episode's control groups (`joins`: their `cgroup.procs` fds,
+        see `turnbon_terminal.cgroups`).
 
         Everything is computed here, in the parent: the child (forked from a threaded
-        process) only makes the setrlimit calls."""
+        process) only makes the system calls."""
         wanted = [
             (resource.RLIMIT_CPU, self.cpu_seconds),
             (resource.RLIMIT_FSIZE, self.file_bytes),
@@ -50,7 +53,11 @@ class Limits:
         settings = [(kind, _capped(kind, value)) for kind, value in wanted]
         prctl = ctypes.CDLL(None, use_errno=True).prctl
 
+        joined = tuple(joins)
+
         def apply() -> None:
+            for fd in joined:
+                os.write(fd, b"0")  # "0": this process, before anything it forks
             for kind, value in settings:
                 resource.setrlimit(kind, (value, value))
             prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary can raise it

@@ -23,6 +23,8 @@ class CommandResult:
     total_bytes: int = 0
     hard_limit: int = 0
     duration_s: float = 0.0
+    over_budget: str | None = None
+    """Set when, after this command, the episode was over its budget: it ends here."""
 
     @property
     def ok(self) -> bool:
@@ -44,6 +46,8 @@ class CommandResult:
         else:
             name = _signal_name(-self.exit_code)
             lines.append(f"[exit code {128 - self.exit_code} (killed by {name})]")
+        if self.over_budget:
+            lines.append(f"[the episode went over its budget ({self.over_budget}): it ends here]")
         return "\n".join(lines)
 
 

@@ -29,11 +29,14 @@ import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import turnbon_graph
+from turnbon_terminal.budget import ResourceBudget
 from turnbon_terminal.bwrap import Layout, Session, find_tools
+from turnbon_terminal.enforcement import Enforcement, EpisodeResources
 from turnbon_terminal.envvars import SAFE_PATH, sandbox_env
 from turnbon_terminal.errors import SandboxError
 from turnbon_terminal.output import CappedOutput, Pump
@@ -107,31 +110,45 @@ class SandboxHost:
             reachable_by_others(self.work_root)
         packages = [Path(turnbon_graph.__file__).parent, Path(__file__).parent]
         self.hidden = (*packages, *settings.hidden)
+        self.enforcement = Enforcement(
+            self.work_root, settings.limits, enabled=settings.enforce_budgets
+        )
 
-    def create(self, name: str, *, network: bool = False) -> Sandbox:
-        """A fresh episode directory (and uid, when isolating); `network`: the task may
-        use the internet (its task.toml says `allow_internet = true`)."""
+    def create(
+        self, name: str, *, network: bool = False, budget: ResourceBudget | None = None
+    ) -> Sandbox:
+        """A fresh episode directory (and uid, when isolating), on a file system and in
+        a control group of its own where the machine has them (blocking); `network`: the
+        task may use the internet (its task.toml says `allow_internet = true`)."""
         private_dir(self.work_root, 0o711)
         episodes = private_dir(self.work_root / "episodes", 0o711)
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "episode"
         root = Path(tempfile.mkdtemp(prefix=f"{safe}-", dir=episodes))
         lease: UidLease | None = None
+        resources: EpisodeResources | None = None
         try:
             if self.isolate:
-                lease = lease_uid(self.settings.uid_base, self.settings.uid_count)
+                lease = lease_uid(
+                    self.settings.uid_base,
+                    self.settings.uid_count,
+                    clear=self.enforcement.clear_leftovers,
+                )
                 lease.record(root)
                 os.chmod(root, 0o711)
-            workdir, tmpdir = root / "work", root / "tmp"
+            resources = self.enforcement.make(root, budget or ResourceBudget())
+            workdir, tmpdir = resources.root / "work", resources.root / "tmp"
             for path in (workdir, tmpdir):
                 path.mkdir(mode=0o700)
                 if lease is not None:
                     os.chown(path, lease.uid, lease.gid)
+            return Sandbox(self, root, workdir, tmpdir, lease, resources, network=network)
         except BaseException:
+            if resources is not None:
+                resources.release()
             remove_tree(root)
             if lease is not None:
                 lease.release()
             raise
-        return Sandbox(self, root, workdir, tmpdir, lease, network=network)
 
 
 class Sandbox:
@@ -144,6 +161,7 @@ class Sandbox:
         workdir: Path,
         tmpdir: Path,
         lease: UidLease | None,
+        resources: EpisodeResources,
         *,
         network: bool = False,
     ) -> None:
@@ -157,8 +175,14 @@ class Sandbox:
         self._pumps: set[Pump] = set()
         self._groups: set[int] = set()
         self._closed = False
+        self.resources = resources
+        self._over_budget: str | None = None
+        group = resources.cgroup
+        self._joins = group.open_joins() if group is not None else []
         bwrap = host.tools is not None
-        self._preexec = self.settings.limits.preexec(limit_processes=bwrap or lease is not None)
+        self._preexec = self.settings.limits.preexec(
+            limit_processes=bwrap or lease is not None, joins=self._joins
+        )
         self._mutex = threading.Lock()
         self._session: concurrent.futures.Future[Session] | None = None
 
@@ -175,6 +199,23 @@ class Sandbox:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def budget(self) -> ResourceBudget:
+        return self.resources.budget
+
+    @property
+    def over_budget(self) -> str | None:
+        """What of its budget the episode went over (memory, storage), as found after
+        its last command; None while within it."""
+        return self._over_budget
+
+    async def check_budget(self) -> str | None:
+        """`over_budget`, looked at again now (a background process may have gone over
+        since the last command)."""
+        if self._over_budget is None and not self._closed:
+            self._over_budget = await asyncio.to_thread(self.resources.breach)
+        return self._over_budget
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         return sandbox_env(
@@ -241,7 +282,7 @@ class Sandbox:
             return list(argv), {"cwd": cwd, "env": env, **identity}
         bwrap, nsenter, env_tool = self.host.tools
         if fresh is not None:
-            layout = self._layout({**env, "TMPDIR": "/tmp"}, fresh, cwd)
+            layout = replace(self._layout({**env, "TMPDIR": "/tmp"}, fresh, cwd), init=False)
             return [bwrap, *layout.options(), "--", *argv], {"cwd": "/", "env": {}, **identity}
         session = await self._entered()
         command = session.enter(nsenter, env_tool, cwd, argv)
@@ -332,6 +373,7 @@ class Sandbox:
             await pump.stop()
             raise
         sink.freeze()
+        over_budget = await self.check_budget() if fresh is None else None
         if background:
             self._pumps.add(pump)  # drained (and closed past the hard cap) until close()
             self._groups.add(process.pid)
@@ -345,6 +387,7 @@ class Sandbox:
             total_bytes=sink.seen,
             hard_limit=self.settings.hard_output_limit,
             duration_s=round(time.monotonic() - started, 3),
+            over_budget=over_budget,
         )
 
     async def kill_all(self) -> bool:
@@ -379,6 +422,10 @@ class Sandbox:
         self._closed = True
         try:
             await self.kill_all()
+            for fd in self._joins:
+                os.close(fd)
+            self._joins.clear()
+            await asyncio.to_thread(self.resources.release)
             if self._lease is not None:
                 await asyncio.to_thread(remove_user_files, self._lease.uid)
             await asyncio.to_thread(remove_tree, self.root)

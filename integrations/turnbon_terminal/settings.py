@@ -41,6 +41,10 @@ class SandboxSettings:
     solutions), masked where a system directory it binds would show them."""
     uid_base: int = UID_BASE
     uid_count: int = UID_COUNT
+    enforce_budgets: bool = True
+    """Bound each episode's memory, processes and CPUs with a control group and its
+    storage with a file system of its own, where the machine allows (warned once where
+    not). False: rlimits only, as before budgets existed."""
     background_grace: float = 0.25
     """After the command exits, how long to wait for output still in flight; if the pipe
     is still held then (background processes), the result is returned anyway."""

@@ -18,9 +18,11 @@ import pwd
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from turnbon_terminal.disk import IMAGE_NAME, MOUNT_NAME
 from turnbon_terminal.envvars import SAFE_PATH
 from turnbon_terminal.errors import SandboxError
 from turnbon_terminal.workroot import private_dir, remove_tree
@@ -63,8 +65,15 @@ class UidLease:
             self._fd = -1
 
 
-def lease_uid(base: int = UID_BASE, count: int = UID_COUNT, lock_dir: Path = LEASE_DIR) -> UidLease:
-    """The first free uid of the range, its leftovers (processes, files) cleared."""
+def lease_uid(
+    base: int = UID_BASE,
+    count: int = UID_COUNT,
+    lock_dir: Path = LEASE_DIR,
+    *,
+    clear: Callable[[Path], None] | None = None,
+) -> UidLease:
+    """The first free uid of the range, its leftovers (processes, files) cleared;
+    `clear` first undoes what else a crashed episode left (mounts, control groups)."""
     private_dir(lock_dir, 0o700)
     for uid in range(base, base + count):
         if _has_account(uid):
@@ -77,7 +86,7 @@ def lease_uid(base: int = UID_BASE, count: int = UID_COUNT, lock_dir: Path = LEA
             continue
         kill_user(uid)
         remove_user_files(uid)
-        _remove_recorded(fd, uid)
+        _remove_recorded(fd, uid, clear)
         return UidLease(uid, fd)
     raise SandboxError(
         f"all {count} sandbox uids from {base} are in use (locks in {lock_dir}); "
@@ -85,19 +94,27 @@ def lease_uid(base: int = UID_BASE, count: int = UID_COUNT, lock_dir: Path = LEA
     )
 
 
-def _remove_recorded(fd: int, uid: int) -> None:
+def _remove_recorded(fd: int, uid: int, clear: Callable[[Path], None] | None) -> None:
     """Removes the episode directory a crashed holder of `uid` recorded, if it is still
     there and its workdir is the uid's (the lock was free: no live episode owns it)."""
     recorded = os.pread(fd, 4096, 0)
     if not recorded:
         return
     episode = Path(os.fsdecode(recorded))
-    try:
-        stale = (episode / "work").lstat().st_uid == uid
-    except OSError:
-        return
-    if stale:
+    if _held_by(episode, uid):
+        if clear is not None:
+            clear(episode)
         remove_tree(episode)
+
+
+def _held_by(episode: Path, uid: int) -> bool:
+    """Whether `episode` is still the directory of an episode of `uid`: its workdir is
+    the uid's (on the episode's file system, mounted or not: then its image is there)."""
+    for work in (episode / MOUNT_NAME / "work", episode / "work"):
+        with contextlib.suppress(OSError):
+            if work.lstat().st_uid == uid:
+                return True
+    return (episode / IMAGE_NAME).is_file()
 
 
 def _has_account(uid: int) -> bool:
