@@ -127,7 +127,8 @@ def test_report_has_the_numbers_of_the_run(run: Path) -> None:
         share = {o: pct(sum(r.outcome == o for r in rs) / len(rs)) for o in ("pass", "agent_error")}
         wrong = pct(sum(r.outcome == "wrong_submission" for r in rs) / len(rs))
         assert (
-            row(setting, "15", share["pass"], wrong, "0.0%", "0.0%", share["agent_error"]) in text
+            row(setting, "15", share["pass"], wrong, "0.0%", "0.0%", "0.0%", share["agent_error"])
+            in text
         )
 
     # Paired bootstrap: the observed difference is the mean over tasks of the rate gap.

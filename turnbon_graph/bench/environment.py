@@ -16,9 +16,12 @@ from turnbon_graph.errors import ConfigurationError
 if TYPE_CHECKING:  # `turnbon report` reads runs without importing LangChain's tools
     from langchain_core.tools import BaseTool
 
-Outcome = Literal["pass", "wrong_submission", "out_of_context", "time_limit", "agent_error"]
-"""How an attempt ends (the paper's Table 5): only an attempt that ended on its own can
-pass, and then the verifier decides between pass and wrong_submission."""
+Outcome = Literal[
+    "pass", "wrong_submission", "out_of_context", "time_limit", "resource_limit", "agent_error"
+]
+"""How an attempt ends (the paper's Table 5, plus `resource_limit`: the episode went over
+a memory or storage budget its environment enforces): only an attempt that ended on its
+own can pass, and then the verifier decides between pass and wrong_submission."""
 
 
 class TaskSpec(BaseModel):
@@ -60,6 +63,15 @@ class Episode(Protocol):
     async def verify(self) -> Verdict: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Budgeted(Protocol):
+    """An episode whose environment enforces a budget (memory, storage): the driver
+    ends it, as `resource_limit`, once `over_budget` says what it went over."""
+
+    @property
+    def over_budget(self) -> str | None: ...
 
 
 @runtime_checkable

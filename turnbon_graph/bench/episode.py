@@ -6,7 +6,9 @@ previous turn, all within the task's agent time limit; then the verifier decides
 attempt ended is an `Outcome` (the paper's Table 5). Only the agent's own failures count
 as outcomes: a provider's (LiteLLM's errors, `AllCandidatesFailedError`), a tool's
 (`ToolException`) or the environment's (any `TurnBoNError`, which integrations derive
-their errors from). Anything else is a bug in the library or the harness and propagates.
+their errors from; a `ResourceLimitError`, or an episode whose `over_budget` says it went
+over a budget, ends as `resource_limit`). Anything else is a bug in the library or the
+harness and propagates.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import ToolException
 
-from turnbon_graph.bench.environment import Environment, Outcome, TaskSpec, Verdict
+from turnbon_graph.bench.environment import Budgeted, Environment, Outcome, TaskSpec, Verdict
 from turnbon_graph.client import CallFailedError
-from turnbon_graph.errors import TurnBoNError
+from turnbon_graph.errors import ResourceLimitError, TurnBoNError
 from turnbon_graph.graph import agent_graph
 
 if TYPE_CHECKING:
@@ -102,6 +104,9 @@ async def play(
         seen[:] = messages
         if on_state is not None:
             on_state(messages)
+        # Checked after every state, so the step that went over is the episode's last.
+        if isinstance(episode, Budgeted) and (over := episode.over_budget):
+            raise ResourceLimitError(f"the episode went over its budget: {over}")
 
     try:
         await drive(
@@ -188,6 +193,8 @@ def classify_failure(exc: Exception, task: TaskSpec) -> tuple[Outcome, str]:
     provider's, a tool's or the environment's: a bug must not pass for an outcome."""
     if isinstance(exc, TimeoutError):
         return "time_limit", f"no result within {task.agent_timeout_s:g} s"
+    if isinstance(exc, ResourceLimitError):
+        return "resource_limit", str(exc)[:2000]
     if not is_agent_failure(exc):
         raise exc
     text = f"{type(exc).__name__}: {exc}"

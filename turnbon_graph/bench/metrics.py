@@ -23,6 +23,7 @@ OUTCOMES: tuple[Outcome, ...] = (
     "wrong_submission",
     "out_of_context",
     "time_limit",
+    "resource_limit",
     "agent_error",
 )
 

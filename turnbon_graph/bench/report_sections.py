@@ -28,6 +28,7 @@ OUTCOME_HEADERS = {
     "wrong_submission": "Wrong submission ↓",
     "out_of_context": "Out of context ↓",
     "time_limit": "Time limit ↓",
+    "resource_limit": "Resource limit ↓",
     "agent_error": "Agent error ↓",
 }
 ERRORS_SHOWN = 20
@@ -191,8 +192,9 @@ def outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) ->
         "",
         "Share of attempts by ending, as in the paper's Table 2 (each attempt assigned its "
         "ending by the rules of its Table 5): only an attempt that ended on its own can "
-        "pass or be a wrong submission; a context overflow, the time limit or any other "
-        "exception (including a verifier that could not run) ends it otherwise.",
+        "pass or be a wrong submission; a context overflow, the time limit, a resource "
+        "limit (memory or storage over the task's budget) or any other exception "
+        "(including a verifier that could not run) ends it otherwise.",
         "",
         *table(["Setting", "Attempts", *(OUTCOME_HEADERS[o] for o in metrics.OUTCOMES)], rows),
         "",

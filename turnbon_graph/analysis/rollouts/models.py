@@ -18,7 +18,13 @@ ROLLOUTS_FILE = "rollouts.jsonl"
 """One line per episode (a `RolloutReport`) in the run folder."""
 
 RolloutOutcome = Literal[
-    "pass", "wrong_submission", "out_of_context", "time_limit", "agent_error", "fork_error"
+    "pass",
+    "wrong_submission",
+    "out_of_context",
+    "time_limit",
+    "resource_limit",
+    "agent_error",
+    "fork_error",
 ]
 """How a rollout (or the main episode) ended: the runner's outcomes, and `fork_error`
 when the episode could not be copied (not counted in a value: not the action's fault)."""
