@@ -71,6 +71,8 @@ class LiveTranscript:
             detail = f" (verifier: {tally[-1].strip(' =')})" if tally else ""
             if verdict.error:
                 detail = f" (verifier error: {_short(verdict.error, 200)})"
+            elif verdict.reason:
+                detail = f" ({_short(verdict.reason, 200)})"
             print(f"\nVerdict: {'PASS' if verdict.passed else 'FAIL'}{detail}")
         elif end.outcome is None:
             print("\nVerdict: none (this task has no verifier)")
