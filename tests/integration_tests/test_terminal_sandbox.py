@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from turnbon_terminal import Limits, Sandbox, SandboxSettings, ShellTool
+from turnbon_terminal.cgroups import CgroupSupport, group_name
 from turnbon_terminal.limits import MiB
 from turnbon_terminal.sandbox import SandboxHost
 from turnbon_terminal.users import processes_of
@@ -344,7 +345,13 @@ async def test_a_crashed_run_leaves_no_process_and_its_files_go_at_the_next_leas
     # --die-with-parent: the sandbox died with the runner.
     assert await ends(lambda: not pids_named(f"turnbon-crashed-{pid}"))
     assert await asyncio.to_thread(root.is_dir)
+    # Its file system is still mounted and its control group still there.
+    support = CgroupSupport.detect()
+    groups = [parent / group_name(root) for parent in support.parents]
+    assert os.path.ismount(root / "fs") and groups and all(g.is_dir() for g in groups)
     async with sandbox() as box:
         if box.uid != uid:  # the lowest free uid, unless a concurrent run took it first
             pytest.skip("another run leased the crashed uid first (and cleaned it up)")
         assert not await asyncio.to_thread(root.exists)
+        assert not os.path.ismount(root / "fs")
+        assert not any(g.exists() for g in groups)
