@@ -312,6 +312,31 @@ class Sandbox:
         own); never raises for the command's own failure."""
         if self._closed:
             raise SandboxError("this episode is closed: start a new one to run commands")
+        options = (argv, time_limit, env, cwd, keep, fresh)
+        result = await self._execute_once(*options)
+        if fresh is None and self._entry_failed(result):
+            # The agent ended its sandbox's first process just before (`kill -9 -1`),
+            # so this entered a namespace that was dying: the command never ran.
+            result = await self._execute_once(*options)
+        if fresh is None:
+            result.over_budget = await self.check_budget()
+        return result
+
+    def _entry_failed(self, result: CommandResult) -> bool:
+        with self._mutex:
+            future = self._session
+        dead = future is not None and future.done() and not _healthy(future)
+        return dead and result.exit_code == 1 and result.output.startswith("nsenter: ")
+
+    async def _execute_once(
+        self,
+        argv: Sequence[str],
+        time_limit: float | None,
+        env: Mapping[str, str] | None,
+        cwd: Path | None,
+        keep: int | None,
+        fresh: Fresh | None,
+    ) -> CommandResult:
         limit = self.settings.command_timeout if time_limit is None else time_limit
         sink = CappedOutput(keep or self.settings.output_limit)
         command, options = await self._launch(argv, cwd or self.workdir, self.env(env), fresh)
@@ -373,7 +398,6 @@ class Sandbox:
             await pump.stop()
             raise
         sink.freeze()
-        over_budget = await self.check_budget() if fresh is None else None
         if background:
             self._pumps.add(pump)  # drained (and closed past the hard cap) until close()
             self._groups.add(process.pid)
@@ -387,7 +411,6 @@ class Sandbox:
             total_bytes=sink.seen,
             hard_limit=self.settings.hard_output_limit,
             duration_s=round(time.monotonic() - started, 3),
-            over_budget=over_budget,
         )
 
     async def kill_all(self) -> bool:
