@@ -1,12 +1,22 @@
-"""The verifier: the task's pytest tests, run after the agent in a sandbox of their own.
+"""The verifier: the task's pytest tests, run after the agent in a sandbox of their own,
+judged by pytest's own structured report (see docs/verifier.md).
 
 Before it runs, every process of the episode is killed (`Sandbox.kill_all`), so nothing
 the agent left running can touch what follows. The tests are then copied afresh to a
 folder of ours (read-only to the episode's user) and run, under bwrap, in a new sandbox
-that sees the working directory, that copy and a copy of pytest, with an empty /tmp,
-`TASK_WORKDIR` set, a clean environment, plugin autoloading off and no cache written.
-The interpreter: this process's own if the sandbox can run it, else a system Python,
-with pytest and its dependencies (pure Python) on PYTHONPATH from that copy.
+that sees the working directory (at its own path, as `TASK_WORKDIR`), that copy, a copy
+of pytest, an empty HOME and a report folder of ours, with an empty /tmp, a clean
+environment, plugin autoloading off and no cache written.
+
+The interpreter runs isolated (`python -I -B -c BOOTSTRAP`): no user site, no PYTHON*
+variables, neither the working directory nor the current one on sys.path, so nothing
+the agent wrote runs at start-up; the bootstrap puts the pytest copy first on sys.path.
+It is this process's own Python if the sandbox can run it, else a system Python.
+
+PASS needs exit code 0 and a JUnit XML report, written by pytest itself into the report
+folder, in which at least one test ran and every test passed, with counts that agree:
+a hook that ends the process early (`os._exit(0)`, at start-up, at import or at exit)
+leaves no such report.
 """
 
 from __future__ import annotations
@@ -14,13 +24,17 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
+import stat
 import sys
 import tempfile
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
 from turnbon_graph.bench.environment import Verdict
 from turnbon_terminal.envvars import SAFE_PATH
+from turnbon_terminal.limits import MiB
 from turnbon_terminal.pytest_site import pytest_site, readable_copy
 from turnbon_terminal.sandbox import CommandResult, Fresh, Sandbox
 from turnbon_terminal.tasks import TerminalTask
@@ -29,16 +43,28 @@ OUTPUT_TAIL = 4000
 """Characters of pytest's output kept in the verdict (its end: the summary)."""
 
 INI_NAME = ".turnbon-pytest.ini"
-_PROBE = "import sys, pytest; print('%d.%d' % sys.version_info[:2])"
-_EXIT_MEANINGS = {
-    3: "internal error",
-    4: "usage error",
-    5: "no tests were collected",
-}
+REPORT_NAME = "junit.xml"
+REPORT_CAP = 16 * MiB
+"""Bytes of the report read at most; a longer one is refused, not parsed."""
+
+BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); import pytest; "
+    "raise SystemExit(pytest.console_main())"
+)
+"""Run as `python -I -B -c BOOTSTRAP <pytest copy> <pytest args>`: with -I PYTHONPATH is
+ignored, so the copy's folder comes as the first argument."""
+
+_PROBE = "import sys; sys.path.insert(0, sys.argv.pop(1)); import pytest"
+_EXIT_ERRORS = {3: "internal error", 4: "usage error"}
+"""Exit codes that mean pytest itself could not run the tests: a verdict error."""
 
 
 class VerifierUnavailableError(Exception):
     """No Python the sandbox user can run has pytest (reported as a verdict error)."""
+
+
+class ReportError(Exception):
+    """The report cannot be trusted; the message is the verdict's reason."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +102,15 @@ class VerifierPython:
         site = await asyncio.to_thread(pytest_site, sandbox.host.work_root)
         problems = []
         for candidate in self._candidates():
+            # HOME=/tmp: a fresh tmpfs under bwrap; the probe runs none of the agent's
+            # code either way, and -I reads nothing from HOME.
             probe = await _in_fresh_sandbox(
-                sandbox, candidate, site, [candidate.python, "-P", "-B", "-c", _PROBE], (), 30
+                sandbox,
+                candidate,
+                site,
+                _isolated(candidate, _PROBE, site),
+                home=Path("/tmp"),
+                time_limit=30,
             )
             lines = probe.output.strip().splitlines()
             if probe.ok:
@@ -98,14 +131,23 @@ def _candidate(python: str) -> _Candidate:
     return _Candidate(python, None if system else real.parents[1])
 
 
+def _isolated(candidate: _Candidate, code: str, site: Path, *args: str) -> list[str]:
+    """`code` run by an interpreter that runs nothing of the agent's at start-up: -I is
+    no user site (no .pth or usercustomize from HOME), no PYTHON* variables and no
+    script or current directory on sys.path; -B writes no bytecode."""
+    return [candidate.python, "-I", "-B", "-c", code, str(site), *args]
+
+
 async def _in_fresh_sandbox(
     sandbox: Sandbox,
     candidate: _Candidate,
     site: Path,
     argv: list[str],
-    readonly: tuple[Path, ...],
-    time_limit: float,
     *,
+    home: Path,
+    time_limit: float,
+    readonly: tuple[Path, ...] = (),
+    writable: tuple[Path, ...] = (),
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     keep: int | None = None,
@@ -113,12 +155,24 @@ async def _in_fresh_sandbox(
     prefix = (candidate.prefix,) if candidate.prefix is not None else ()
     return await sandbox.execute(
         argv,
-        env={"PYTHONPATH": str(site), **(env or {})},
+        # PYTHONPATH only for Pythons the tests start themselves (the verifier's own
+        # ignores it); HOME last, so it is never the agent's working directory.
+        env={"PYTHONPATH": str(site), **(env or {}), "HOME": str(home)},
         time_limit=time_limit,
         cwd=cwd,
         keep=keep,
-        fresh=Fresh(readonly=(*prefix, site, *readonly)),
+        fresh=Fresh(readonly=(*prefix, site, *readonly), writable=writable),
     )
+
+
+@dataclass(frozen=True)
+class _Folder:
+    """The verifier's folder of ours: the tests (read-only), an empty HOME and the
+    report folder (both the episode user's), all made after the agent's processes died."""
+
+    tests: Path
+    home: Path
+    reports: Path
 
 
 async def run_verifier(
@@ -128,74 +182,191 @@ async def run_verifier(
     directory in a fresh sandbox; never raises for a failure."""
     if not await sandbox.kill_all():
         return Verdict(passed=False, error="processes of the episode survived being killed")
-    tests = await asyncio.to_thread(_fresh_tests, sandbox.root, task.tests_dir)
+    folder = await asyncio.to_thread(_fresh_tests, sandbox, task.tests_dir)
     try:
         candidate, site = await python.resolve(sandbox)
     except VerifierUnavailableError as exc:
         return Verdict(passed=False, error=str(exc))
-    ini = tests / INI_NAME
-    argv = [
-        candidate.python,
-        "-P",  # the working directory is not on sys.path: no planted pytest.py
-        "-B",
-        "-m",
-        "pytest",
-        "-q",
-        "--tb=short",
-        "--color=no",
-        "-p",
-        "no:cacheprovider",
-        "-c",
-        str(ini),
-        "--rootdir",
-        str(tests),
-        "--import-mode=importlib",
-        str(tests),
-    ]
-    env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    tests, report = folder.tests, folder.reports / REPORT_NAME
+    args = ["-q", "--tb=short", "--color=no", "-p", "no:cacheprovider", "-c", str(tests / INI_NAME)]
+    args += ["--rootdir", str(tests), "--import-mode=importlib", f"--junitxml={report}"]
     result = await _in_fresh_sandbox(
         sandbox,
         candidate,
         site,
-        argv,
-        (tests.parent,),
-        time_limit,
-        env={**env, **task.verifier_env},
+        _isolated(candidate, BOOTSTRAP, site, *args, str(tests)),
+        home=folder.home,
+        time_limit=time_limit,
+        readonly=(tests,),
+        writable=(folder.home, folder.reports),
+        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **task.verifier_env},
         cwd=tests,
         keep=64 * 1024,
     )
-    return verdict_of(result)
+    # Outside bwrap (sandbox="uid") something the tests started could still be writing.
+    await sandbox.kill_all()
+    return verdict_of(result, await asyncio.to_thread(read_report, report))
 
 
-def _fresh_tests(root: Path, source: Path) -> Path:
+def _fresh_tests(sandbox: Sandbox, source: Path) -> _Folder:
     """A copy of the task's tests the agent never saw: made after its processes ended,
     in a new folder of ours, read-only to the episode's user. Our own ini file: without
     one pytest would look upwards from the tests for one."""
-    folder = Path(tempfile.mkdtemp(prefix="verify-", dir=root))
+    folder = Path(tempfile.mkdtemp(prefix="verify-", dir=sandbox.root))
     tests = folder / "tests"
     readable_copy(source, tests)
     ini = tests / INI_NAME
-    ini.write_text("[pytest]\n", encoding="utf-8")
+    ini.write_text("[pytest]\njunit_family = xunit2\n", encoding="utf-8")
     ini.chmod(0o644)
+    made = _Folder(tests, folder / "home", folder / "reports")
+    for writable in (made.home, made.reports):
+        writable.mkdir(mode=0o700)
+        sandbox.give(writable)
     folder.chmod(0o755)
-    return tests
+    return made
 
 
-def verdict_of(result: CommandResult) -> Verdict:
+def read_report(path: Path) -> bytes | None:
+    """The report's first bytes (one more than the cap, to tell a longer one), or None
+    when there is none. Not following a symlink nor blocking on a FIFO: the file was
+    the test process's to write, and anything but a regular file is not pytest's."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read(REPORT_CAP + 1)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a JUnit XML report says of its test cases."""
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    """Skipped and xfailed tests alike: neither ran to a pass."""
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.errors + self.skipped
+
+    def __str__(self) -> str:
+        parts = [
+            f"{count} {name}"
+            for count, name in (
+                (self.passed, "passed"),
+                (self.failed, "failed"),
+                (self.errors, "error" if self.errors == 1 else "errors"),
+                (self.skipped, "skipped"),
+            )
+            if count
+        ]
+        return ", ".join(parts) or "no tests"
+
+
+_KINDS = (
+    ("failure", "failures", "failed"),
+    ("error", "errors", "errors"),
+    ("skipped", "skipped", "skipped"),
+)
+"""A <testcase> child that marks it not passed, the <testsuite> count of such cases,
+and the `Tally` field; a case with none of these children passed."""
+
+
+def tally_of(report: bytes) -> Tally:
+    """The report's test cases counted; ReportError when it is too long, cut short, not
+    pytest's JUnit XML, or its <testsuite> counts disagree with the cases it holds."""
+    if len(report) > REPORT_CAP:
+        raise ReportError(f"the structured report is over {REPORT_CAP // MiB} MiB: not read")
+    try:
+        # ElementTree resolves no external entities; expat (>= 2.4) caps entity growth.
+        root = ElementTree.fromstring(report)
+    except ElementTree.ParseError as exc:
+        raise ReportError(
+            f"the structured report is truncated or not XML ({exc}): the test process "
+            "ended while pytest wrote it, or something else wrote it"
+        ) from None
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    if root.tag not in ("testsuite", "testsuites") or not suites:
+        raise ReportError("the structured report holds no <testsuite>: it is not pytest's")
+    counts = dict.fromkeys(("passed", *(field for _, _, field in _KINDS)), 0)
+    for suite in suites:
+        cases = suite.findall("testcase")
+        try:
+            claimed = {
+                name: int(suite.get(name, "")) for name in ("tests", *(a for _, a, _ in _KINDS))
+            }
+        except ValueError:
+            raise ReportError(
+                "a <testsuite> of the structured report lacks its counts: it is not pytest's"
+            ) from None
+        found = {attr: sum(c.find(tag) is not None for c in cases) for tag, attr, _ in _KINDS}
+        # pytest writes a test that failed and then errored in teardown as two cases,
+        # counted once in `tests`: so there are from tests to tests + errors cases.
+        if any(claimed[attr] != found[attr] for attr in found) or not (
+            claimed["tests"] <= len(cases) <= claimed["tests"] + claimed["errors"]
+        ):
+            said = ", ".join(f"{name}={value}" for name, value in claimed.items())
+            raise ReportError(
+                f"the structured report's counts ({said}) disagree with the "
+                f"{len(cases)} test case(s) it holds"
+            )
+        for case in cases:
+            kind = next((f for tag, _, f in _KINDS if case.find(tag) is not None), "passed")
+            counts[kind] += 1
+    return Tally(**counts)
+
+
+def verdict_of(result: CommandResult, report: bytes | None) -> Verdict:
+    """The verdict on pytest's run (`result`) and the JUnit XML report it left (None:
+    none). A verifier that could not run is an error; anything short of exit code 0
+    with a report of only passed tests is a FAIL, with a reason unless it is a plain
+    one (exit code 1 or 2, and a report that says which tests failed)."""
     output = result.render()[-OUTPUT_TAIL:]
+    code = result.exit_code
     if result.timed_out:
-        return Verdict(
-            passed=False,
-            output=output,
-            error=f"the verifier timed out after {result.timeout:g} s",
+        error = f"the verifier timed out after {result.timeout:g} s"
+        return Verdict(passed=False, output=output, error=error)
+    if result.flooded or code in _EXIT_ERRORS:
+        meaning = "its output passed the hard limit" if result.flooded else _EXIT_ERRORS[code]
+        error = f"pytest exited with code {code} ({meaning})"
+        return Verdict(passed=False, output=output, error=error)
+
+    def fail(reason: str) -> Verdict:
+        return Verdict(passed=False, output=output, reason=reason)
+
+    # Any other ending (5: nothing collected; a signal; a code pytest never uses) is the
+    # test process ending as the code under test made it: the deliverable's doing, so a
+    # FAIL with its reason, not an error. Only the report tells what ran.
+    signal_name = _signal_name(-code) if code < 0 else ""
+    ended = f"killed by {signal_name}" if code < 0 else f"exit code {code}"
+    if report is None:
+        return fail(
+            f"no structured report: the test process ended before pytest wrote it ({ended})"
         )
-    if result.flooded or result.exit_code < 0 or result.exit_code > 2:
-        meaning = _EXIT_MEANINGS.get(result.exit_code, "it could not run")
-        return Verdict(
-            passed=False,
-            output=output,
-            error=f"pytest exited with code {result.exit_code} ({meaning})",
-        )
-    # 0: all passed; 1: some failed; 2: a test module failed to import (the deliverable
-    # broken, usually): the submission is wrong, the verifier itself worked.
-    return Verdict(passed=result.exit_code == 0, output=output)
+    try:
+        tally = tally_of(report)
+    except ReportError as exc:
+        return fail(f"{exc} ({ended})")
+    if tally.total == 0:
+        return fail(f"no test was collected ({ended})")
+    unpassed = tally.failed or tally.errors
+    if code == 0 and tally.passed == tally.total:
+        return Verdict(passed=True, output=output)
+    if code in (1, 2) and unpassed:
+        return Verdict(passed=False, output=output)  # a plain failure: the report says so
+    if code == 0 and not unpassed:
+        return fail(f"the report says {tally}: a skipped or xfailed test is not a passed one")
+    exited = f"was killed by {signal_name}" if code < 0 else f"exited {code}"
+    return fail(f"the report says {tally} but pytest {exited}")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
