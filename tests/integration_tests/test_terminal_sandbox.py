@@ -348,10 +348,11 @@ async def test_a_crashed_run_leaves_no_process_and_its_files_go_at_the_next_leas
     # Its file system is still mounted and its control group still there.
     support = CgroupSupport.detect()
     groups = [parent / group_name(root) for parent in support.parents]
-    assert os.path.ismount(root / "fs") and groups and all(g.is_dir() for g in groups)
+    assert await asyncio.to_thread(os.path.ismount, root / "fs")
+    assert groups and all(g.is_dir() for g in groups)
     async with sandbox() as box:
         if box.uid != uid:  # the lowest free uid, unless a concurrent run took it first
             pytest.skip("another run leased the crashed uid first (and cleaned it up)")
         assert not await asyncio.to_thread(root.exists)
-        assert not os.path.ismount(root / "fs")
+        assert not await asyncio.to_thread(os.path.ismount, root / "fs")
         assert not any(g.exists() for g in groups)

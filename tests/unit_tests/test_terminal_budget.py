@@ -49,6 +49,6 @@ def test_the_older_size_spelling(tmp_path: Path, written: str, memory_mb: int) -
     ],
 )
 def test_a_bad_budget_names_the_key(tmp_path: Path, environment: str, said: str) -> None:
-    with pytest.raises(TaskFormatError, match="task.toml") as raised:
+    with pytest.raises(TaskFormatError, match=r"task\.toml") as raised:
         load_task(task(tmp_path, environment))
     assert said in str(raised.value)
