@@ -153,7 +153,7 @@ async def test_the_verifier_has_no_secrets_and_ignores_planted_files(
     try:
         assert (await episode.run_solution()).ok
         # An agent planting a pytest.py, a conftest.py or an ini file in the workdir
-        # changes nothing: the verifier runs elsewhere, with -P and its own ini file.
+        # changes nothing: the verifier runs elsewhere, isolated (-I), with its own ini file.
         await episode.run(
             "echo 'raise SystemExit(0)' > pytest.py; echo 'raise RuntimeError' > conftest.py;"
             " printf '[pytest]\\naddopts = -k nothing\\n' > pytest.ini"
