@@ -106,7 +106,19 @@ class TerminalTask:
     @property
     def instruction_text(self) -> str:
         """instruction.md as written (the spec's instruction adds `AGENT_NOTE`)."""
-        return (self.folder / "instruction.md").read_text(encoding="utf-8").strip()
+        return read_task_text(self.folder / "instruction.md").strip()
+
+
+def read_task_text(path: Path) -> str:
+    """A task's text file (instruction.md, task.toml, setup.sh, solve.sh) as UTF-8;
+    `TaskFormatError` naming the file when it is not."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskFormatError(
+            f"{path} is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}): "
+            "save it as UTF-8"
+        ) from None
 
 
 def load_tasks(
@@ -156,7 +168,7 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
             "task's tests expect /app. Run it with Harbor (`harbor run -p <task>`), or "
             "pass skip_docker=True to skip such tasks with a warning"
         )
-    instruction = (folder / "instruction.md").read_text(encoding="utf-8").strip()
+    instruction = read_task_text(folder / "instruction.md").strip()
     if not instruction:
         raise TaskFormatError(f"{folder / 'instruction.md'} is empty: write the task there")
     if not _has_tests(folder / "tests"):
@@ -240,8 +252,7 @@ def inline_task(
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        return tomllib.loads(read_task_text(path))
     except FileNotFoundError as exc:
         raise TaskFormatError(f"{path} is missing: every task needs a task.toml") from exc
     except tomllib.TOMLDecodeError as exc:
