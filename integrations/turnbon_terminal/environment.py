@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import shutil
-import stat
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,13 +14,20 @@ from langchain_core.tools import BaseTool
 
 from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_graph.errors import ConfigurationError
-from turnbon_terminal.errors import SandboxError, SetupScriptError
+from turnbon_terminal.copying import copy_tree
+from turnbon_terminal.errors import SandboxError, SetupScriptError, TaskFormatError
 from turnbon_terminal.limits import Limits, MiB
 from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxHost, SandboxSettings
 from turnbon_terminal.settings import SandboxKind
 from turnbon_terminal.shell_tool import ShellTool
 from turnbon_terminal.stub_policy import StubPolicy
-from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, inline_task, load_tasks
+from turnbon_terminal.tasks import (
+    SETUP_SCRIPT,
+    TerminalTask,
+    inline_task,
+    load_tasks,
+    read_task_text,
+)
 from turnbon_terminal.verifier import VerifierPython, run_verifier
 
 T = TypeVar("T")
@@ -59,7 +64,7 @@ class TerminalEpisode:
         if script is None:
             raise ConfigurationError(f"task {self.task.id} has no solution/solve.sh")
         return await self.sandbox.run(
-            script.read_text(encoding="utf-8"),
+            read_task_text(script),
             time_limit=self.task.spec.agent_timeout_s,
             env=self.task.solution_env,
         )
@@ -80,9 +85,12 @@ class TerminalEpisode:
         uid when isolating), whose working directory and TMPDIR are copies of this one's:
         what either does from now on, the other never sees. Close it like any episode.
 
-        Files only: processes this episode left running are not carried over, and named
-        pipes, sockets and device files are left out. Symbolic links that point into this
-        episode's directory are pointed into the fork's (the paths differ)."""
+        Files only, as they are: sparse files stay sparse, hard links stay links, modes
+        and times are kept (see `turnbon_terminal.copying`). Processes this episode left
+        running are not carried over, and named pipes, sockets and device files are left
+        out (each logged as a warning). Symbolic links are never followed; those that
+        point into this episode's directory are pointed into the fork's (the paths
+        differ)."""
         if self.sandbox.closed:
             raise SandboxError("this episode is closed: fork it before closing it")
         sandbox = await _to_the_end(
@@ -195,7 +203,7 @@ class TerminalEnvironment:
             script = terminal_task.setup_script
             if script is not None:
                 result = await sandbox.run(
-                    script.read_text(encoding="utf-8"), time_limit=terminal_task.setup_timeout_s
+                    read_task_text(script), time_limit=terminal_task.setup_timeout_s
                 )
                 if not result.ok:
                     raise SetupScriptError(
@@ -229,15 +237,14 @@ async def _to_the_end(
 
 def _copy_environment(task: TerminalTask, sandbox: Sandbox) -> None:
     source = task.environment_dir
-    if source.is_dir():
-        shutil.copytree(
-            source,
-            sandbox.workdir,
-            symlinks=True,
-            dirs_exist_ok=True,
-            ignore=lambda folder, names: [SETUP_SCRIPT] if Path(folder) == source else [],
-        )
-    sandbox.workdir.chmod(0o700)  # copytree copied the source folder's mode onto it
+    if source.is_dir():  # an inline task's is a symlink to the user's folder: resolved
+        report = copy_tree(source.resolve(), sandbox.workdir, skip=[SETUP_SCRIPT])
+        if report.unreadable:
+            raise TaskFormatError(
+                f"could not read {'; '.join(report.unreadable[:3])} in {source}: make the "
+                f"files of task {task.id}'s environment readable to this user"
+            )
+        report.log(f"starting task {task.id}")
     sandbox.give(sandbox.workdir)
 
 
@@ -245,26 +252,16 @@ def _copy_sandbox(source: Sandbox, target: Sandbox) -> None:
     """The files of `source`'s working directory and TMPDIR into `target`'s, then
     handed to `target`'s user (the copies are ours until then)."""
     for old, new in zip(source.writable_dirs, target.writable_dirs, strict=True):
-        try:
-            shutil.copytree(
-                old, new, symlinks=True, dirs_exist_ok=True, copy_function=_copy_regular
-            )
-        except shutil.Error as exc:
-            problems = "; ".join(str(p[-1]) for p in exc.args[0][:3])
+        report = copy_tree(old, new)
+        if report.unreadable:
             raise SandboxError(
-                f"could not copy {old} into a fork ({problems}): an agent that took away "
-                "its own permissions on files cannot be forked without root"
-            ) from exc
+                f"could not copy {old} into a fork (could not read "
+                f"{'; '.join(report.unreadable[:3])}): an agent that took away its own "
+                "permissions on files cannot be forked without root"
+            )
+        report.log(f"a fork of {source.root.name}")
         _retarget_links(new, source.root, target.root, old)
-        new.chmod(0o700)  # copytree copied the source's mode onto it, as at the start
         target.give(new)
-
-
-def _copy_regular(source: str, target: str) -> None:
-    # Reading a named pipe would block and a device is not the episode's to copy:
-    # only regular files (symlinks and directories copytree makes itself).
-    if stat.S_ISREG(os.lstat(source).st_mode):
-        shutil.copy2(source, target)
 
 
 def _retarget_links(tree: Path, old_root: Path, new_root: Path, old_tree: Path) -> None:
