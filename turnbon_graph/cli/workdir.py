@@ -1,10 +1,12 @@
 """Where `turnbon run` episodes ran: an environment wrapper that notes each episode's
 working directory and, with --keep-workdir, copies it out before the episode is closed
-(closing removes it), so the agent's files can be inspected afterwards."""
+(closing removes it), so the agent's files can be inspected afterwards. The copy keeps
+what the files are and leaves out named pipes, sockets and devices, with a note
+(`turnbon_terminal.copying`); an odd file never costs the episode its verdict."""
 
 from __future__ import annotations
 
-import shutil
+import asyncio
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,19 +26,27 @@ class KeptEpisode:
         self.workdir = workdir
         self.keep_in = keep_in
         self.kept: Path | None = None
+        self.left_out: list[str] = []
+        """What the kept copy lacks, one note each ("skipped named pipe work/p")."""
 
     @property
     def tools(self) -> Sequence[BaseTool]:
         return self.episode.tools
+
+    def __getattr__(self, name: str) -> object:  # run, fork, sandbox, ...: the episode's
+        if name == "episode":  # not set yet (an object being copied): no endless lookup
+            raise AttributeError(name)
+        return getattr(self.episode, name)
 
     async def verify(self) -> Verdict:
         return await self.episode.verify()
 
     async def close(self) -> None:
         try:
-            if self.keep_in is not None and self.workdir is not None and self.workdir.is_dir():
-                shutil.copytree(self.workdir, self.keep_in, symlinks=True)
-                self.kept = self.keep_in
+            if self.keep_in is not None and self.workdir is not None:
+                self.kept, self.left_out = await asyncio.to_thread(
+                    _keep, self.workdir, self.keep_in
+                )
         finally:
             await self.episode.close()
 
@@ -76,8 +86,37 @@ class WorkdirNotes:
         if last is None or last.workdir is None:
             return None
         if last.kept is not None:
-            return f"Working copy kept: {last.kept} (the episode ran in {last.workdir})"
+            kept = f"Working copy kept: {last.kept} (the episode ran in {last.workdir})"
+            return kept + _left_out(last.left_out)
+        if last.left_out:
+            return (
+                f"No working copy kept{_left_out(last.left_out)}; the episode ran in "
+                f"{last.workdir}, removed when it ended"
+            )
         return (
             f"The episode ran in {last.workdir}, removed when it ended "
             "(--keep-workdir keeps a copy)"
         )
+
+
+def _keep(workdir: Path, keep_in: Path) -> tuple[Path | None, list[str]]:
+    """Copies `workdir` to `keep_in`: (the copy, or None, and what it lacks)."""
+    # The copier that keeps sparse files, links and modes and never follows a symlink;
+    # it has no terminal parts, the terminal environment just owns it.
+    from turnbon_terminal.copying import copy_tree
+
+    if not workdir.is_dir():
+        return None, []
+    try:
+        notes = copy_tree(workdir, keep_in).notes
+    except OSError as exc:  # a full disk: what was copied stays, the note says so
+        notes = [f"the rest, as copying failed ({exc})"]
+    return (keep_in if keep_in.is_dir() else None), notes
+
+
+def _left_out(notes: list[str], shown: int = 5) -> str:
+    """The first `shown` notes as a clause ("; left out: ..."), or "" for none."""
+    if not notes:
+        return ""
+    more = f" and {len(notes) - shown} more" if len(notes) > shown else ""
+    return f"; left out: {'; '.join(notes[:shown])}{more}"
