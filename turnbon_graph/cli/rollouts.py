@@ -20,7 +20,9 @@ from turnbon_graph.cli.arguments import (
 )
 
 if TYPE_CHECKING:
-    from turnbon_graph.analysis.rollouts import RolloutBudget
+    from collections.abc import Sequence
+
+    from turnbon_graph.analysis.rollouts import RolloutBudget, RolloutReport
 
 
 def add_parser(commands: Any) -> None:
@@ -226,7 +228,31 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
                 return INTERRUPTED
+    reports = reports_of(run_dir, environment.name, args.n, label, budget)
     print()
-    print(rollout_table(reports_of(run_dir, environment.name, args.n, label, budget)))
+    print(rollout_table(reports))
     print(f"With the run's other analyses: turnbon analyze {shlex.quote(str(run_dir))}")
-    return 0
+    return 1 if all_failed(reports) else 0
+
+
+def all_failed(reports: Sequence[RolloutReport]) -> bool:
+    """Says (on stderr) how many episodes ended in an agent error and the first one's
+    message; True when every one did, so nothing was valued: a broken model id or a
+    missing key, not a result."""
+    errors = [r for r in reports if r.outcome == "agent_error"]
+    if errors:
+        print(
+            f"{len(errors)} of {len(reports)} episode(s) ended in an agent error; the first: "
+            f"{errors[0].error or 'no message'}",
+            file=sys.stderr,
+        )
+    if len(errors) < len(reports):
+        return False
+    print(
+        "No episode produced a report with a verdict, so no candidate was valued: check the "
+        "model id, the api_base and the API key (the error above says which), then run the "
+        "command again with a new --run folder (the episodes recorded in this one count as "
+        "done and would be skipped).",
+        file=sys.stderr,
+    )
+    return True
