@@ -9,7 +9,6 @@ warned about once per environment, with the reason and what still holds.
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 import warnings
@@ -21,7 +20,6 @@ from turnbon_terminal.cgroups import CgroupSupport, EpisodeCgroup, remove_leftov
 from turnbon_terminal.disk import DiskSupport, EpisodeDisk, unmount_below
 from turnbon_terminal.limits import Limits, MiB
 
-_log = logging.getLogger(__name__)
 _GROUP_GONE_S = 5.0
 
 
@@ -121,4 +119,3 @@ class Enforcement:
         for problem in problems:
             message = f"turnbon_terminal: {problem}"
             warnings.warn(message, BudgetNotEnforcedWarning, stacklevel=2)
-            _log.warning(message)

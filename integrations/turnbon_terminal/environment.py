@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from langchain_core.tools import BaseTool
 
 from turnbon_graph.bench.environment import TaskSpec, Verdict
-from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.errors import ConfigurationError, ResourceLimitError
 from turnbon_terminal.copying import copy_tree
 from turnbon_terminal.errors import SandboxError, SetupScriptError, TaskFormatError
 from turnbon_terminal.limits import Limits, MiB
@@ -69,7 +69,17 @@ class TerminalEpisode:
             env=self.task.solution_env,
         )
 
+    @property
+    def over_budget(self) -> str | None:
+        """What of its budget the episode went over, after its last command (the
+        runner then ends it as `resource_limit`)."""
+        return self.sandbox.over_budget
+
     async def verify(self) -> Verdict:
+        """Runs the task's tests; raises `ResourceLimitError` instead when the episode
+        went over its budget (a process left in the background may have since)."""
+        if over := await self.sandbox.check_budget():
+            raise ResourceLimitError(f"the episode went over its budget: {over}")
         if not self.task.has_verifier:
             return Verdict(
                 passed=False,
@@ -94,7 +104,9 @@ class TerminalEpisode:
         if self.sandbox.closed:
             raise SandboxError("this episode is closed: fork it before closing it")
         sandbox = await _to_the_end(
-            functools.partial(self.sandbox.host.create, network=self.sandbox.network),
+            functools.partial(
+                self.sandbox.host.create, network=self.sandbox.network, budget=self.sandbox.budget
+            ),
             f"{self.task.id}-fork",
             undo=lambda made: made.close(),
         )
@@ -116,7 +128,10 @@ class TerminalEnvironment:
     `tasks_dir`: a folder of task folders, or one task folder; None: the shipped suite.
     Every command runs in the episode's bubblewrap sandbox (`bwrap` must be installed;
     as root, also as a uid of its own); `sandbox="uid"` is the old, weak fallback
-    without bwrap (see the README for what each does and does not protect against)."""
+    without bwrap (see the README for what each does and does not protect against).
+    Each episode's memory, storage and CPUs are bounded by its task's `[environment]`
+    budget (`turnbon_terminal.budget`) where the machine allows; `enforce_budgets=False`
+    leaves only the per-process rlimits."""
 
     name = "terminal"
 
@@ -134,6 +149,7 @@ class TerminalEnvironment:
         env: Mapping[str, str] | None = None,
         skip_docker: bool = False,
         verifier_python: str | None = None,
+        enforce_budgets: bool = True,
     ) -> None:
         self._tasks = {t.id: t for t in load_tasks(tasks_dir, skip_docker=skip_docker)}
         self.settings = SandboxSettings(
@@ -146,6 +162,7 @@ class TerminalEnvironment:
             hidden=tuple(t.folder for t in self._tasks.values()),
             work_root=Path(work_root) if work_root is not None else None,
             env=dict(env or {}),
+            enforce_budgets=enforce_budgets,
         )
         self._host = SandboxHost(self.settings)
         self._python = VerifierPython(verifier_python)
@@ -194,7 +211,11 @@ class TerminalEnvironment:
         """A fresh working directory with the task's files, after its setup.sh ran."""
         terminal_task = self.task(task.id)
         sandbox = await _to_the_end(
-            functools.partial(self._host.create, network=terminal_task.allow_internet),
+            functools.partial(
+                self._host.create,
+                network=terminal_task.allow_internet,
+                budget=terminal_task.budget,
+            ),
             f"{task.id}-{trial}",
             undo=lambda made: made.close(),
         )

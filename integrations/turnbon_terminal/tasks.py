@@ -5,7 +5,8 @@
       task.toml             [agent] timeout_sec, max_turns; [verifier] timeout_sec, env;
                             [metadata] difficulty, category, tags; [environment]
                             build_timeout_sec (our setup.sh's limit), docker_image,
-                            allow_internet (no network unless true)
+                            allow_internet (no network unless true), memory_mb,
+                            storage_mb, cpus (the episode's budget)
       environment/          copied into the working directory; setup.sh, if present, runs
                             there (as the episode's user) before the agent starts
       solution/solve.sh     the reference solution, run from the working directory
@@ -20,6 +21,7 @@ tasks build a Docker image and expect `/app`: they are refused with `DockerRequi
 from __future__ import annotations
 
 import atexit
+import re
 import shutil
 import tempfile
 import tomllib
@@ -30,6 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from turnbon_graph.bench.environment import TaskSpec
+from turnbon_graph.errors import ConfigurationError
+from turnbon_terminal.budget import (
+    DEFAULT_CPUS,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_STORAGE_MB,
+    ResourceBudget,
+)
 from turnbon_terminal.errors import DockerRequiredError, TaskFormatError
 
 SHIPPED_TASKS = Path(__file__).resolve().parent / "tasks"
@@ -76,6 +85,8 @@ class TerminalTask:
     allow_internet: bool = False
     """`[environment] allow_internet = true` (the Terminal-Bench 2 key): the sandbox
     shares the host's network; otherwise it has none (loopback of its own only)."""
+    budget: ResourceBudget = field(default_factory=ResourceBudget)
+    """`[environment] memory_mb`, `storage_mb` and `cpus` (Terminal-Bench 2's keys)."""
 
     @property
     def id(self) -> str:
@@ -202,7 +213,39 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
         verifier_env=_env(verifier, folder),
         solution_env=_env(solution, folder),
         allow_internet=allow_internet,
+        budget=_budget(environment, folder),
     )
+
+
+def _budget(table: Mapping[str, Any], folder: Path) -> ResourceBudget:
+    """The episode budget of `[environment]`, Terminal-Bench 2's defaults where unset
+    (its older spellings `memory = "4G"` and `storage = "10G"` are read too)."""
+    try:
+        return ResourceBudget(
+            memory_mb=_megabytes(table, "memory", DEFAULT_MEMORY_MB, folder),
+            storage_mb=_megabytes(table, "storage", DEFAULT_STORAGE_MB, folder),
+            cpus=_number(table, "cpus", DEFAULT_CPUS, folder),
+        )
+    except ConfigurationError as exc:
+        raise TaskFormatError(f"{folder / 'task.toml'}: {exc}") from None
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
+_SIZE_MB = {"K": 1 / 1024, "": 1.0, "M": 1.0, "G": 1024.0, "T": 1024.0**2}
+
+
+def _megabytes(table: Mapping[str, Any], name: str, default: int, folder: Path) -> int:
+    """`<name>_mb` (a number), or `<name>` as a size such as "4G" or "512M"."""
+    if f"{name}_mb" in table or name not in table:
+        return int(_number(table, f"{name}_mb", default, folder))
+    value = table[name]
+    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise TaskFormatError(
+            f'{folder / "task.toml"}: {name} must be a size such as "4G" or "512M" '
+            f"(or give {name}_mb as a number), got {value!r}"
+        )
+    return max(int(float(match[1]) * _SIZE_MB[match[2].upper()]), 1)
 
 
 def _has_tests(tests: Path) -> bool:
