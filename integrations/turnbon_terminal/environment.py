@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 from langchain_core.tools import BaseTool
 
+from turnbon_graph.bench.copying import copy_tree
 from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_graph.errors import ConfigurationError, ResourceLimitError
-from turnbon_terminal.copying import copy_tree
 from turnbon_terminal.errors import SandboxError, SetupScriptError, TaskFormatError
 from turnbon_terminal.limits import Limits, MiB
 from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxHost, SandboxSettings
@@ -96,10 +96,10 @@ class TerminalEpisode:
         what either does from now on, the other never sees. Close it like any episode.
 
         Files only, as they are: sparse files stay sparse, hard links stay links, modes
-        and times are kept (see `turnbon_terminal.copying`). Processes this episode left
-        running are not carried over, and named pipes, sockets and device files are left
-        out (each logged as a warning). Symbolic links are never followed; those that
-        point into this episode's directory are pointed into the fork's (the paths
+        and times are kept (see `turnbon_graph.bench.copying`). Processes this episode
+        left running are not carried over, and named pipes, sockets and device files are
+        left out (each logged as a warning). Symbolic links are never followed; those
+        that point into this episode's directory are pointed into the fork's (the paths
         differ)."""
         if self.sandbox.closed:
             raise SandboxError("this episode is closed: fork it before closing it")

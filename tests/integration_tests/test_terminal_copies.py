@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration_tests.test_terminal_environment import ROOT, spec, write_task
+from turnbon_graph.bench.copying import copy_tree
 from turnbon_graph.cli import main
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode
-from turnbon_terminal.copying import copy_tree
 
 GiB = 1 << 30
 PASSES = "def test_x() -> None:\n    pass\n"
@@ -106,7 +106,7 @@ async def test_pipes_and_sockets_are_left_out_with_a_note(
         " && python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\""
     )
     assert made.ok, made.output
-    with caplog.at_level(logging.WARNING, logger="turnbon_terminal.copying"):
+    with caplog.at_level(logging.WARNING, logger="turnbon_graph.bench.copying"):
         fork = await episode.fork()
     try:
         notes = [r.getMessage().split(": ", 1)[1] for r in caplog.records]

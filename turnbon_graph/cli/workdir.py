@@ -2,7 +2,7 @@
 working directory and, with --keep-workdir, copies it out before the episode is closed
 (closing removes it), so the agent's files can be inspected afterwards. The copy keeps
 what the files are and leaves out named pipes, sockets and devices, with a note
-(`turnbon_terminal.copying`); an odd file never costs the episode its verdict."""
+(`turnbon_graph.bench.copying`); an odd file never costs the episode its verdict."""
 
 from __future__ import annotations
 
@@ -101,9 +101,7 @@ class WorkdirNotes:
 
 def _keep(workdir: Path, keep_in: Path) -> tuple[Path | None, list[str]]:
     """Copies `workdir` to `keep_in`: (the copy, or None, and what it lacks)."""
-    # The copier that keeps sparse files, links and modes and never follows a symlink;
-    # it has no terminal parts, the terminal environment just owns it.
-    from turnbon_terminal.copying import copy_tree
+    from turnbon_graph.bench.copying import copy_tree
 
     if not workdir.is_dir():
         return None, []
