@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask
+from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, read_task_text
 
 if TYPE_CHECKING:
     from turnbon_graph.testing import CapturedRequest
@@ -66,7 +66,7 @@ class StubPolicy:
         self._tasks: list[tuple[str, TerminalTask, str]] = []
         for task in tasks:
             if task.solution_script is not None:
-                solution = task.solution_script.read_text(encoding="utf-8")
+                solution = read_task_text(task.solution_script)
                 self._tasks.append((task.instruction_text, task, solution))
         # Longest instruction first: one that contains another still matches itself.
         self._tasks.sort(key=lambda item: len(item[0]), reverse=True)

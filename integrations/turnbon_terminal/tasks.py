@@ -187,6 +187,9 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
             f"task {folder.name} has no pytest verifier: add tests/test_*.py "
             "(checking files below $TASK_WORKDIR)"
         )
+    for script in (folder / "environment" / SETUP_SCRIPT, folder / "solution" / "solve.sh"):
+        if script.is_file():
+            read_task_text(script)  # refused now, with the task, rather than mid-run
     agent = _table(config, "agent", folder)
     verifier = _table(config, "verifier", folder)
     metadata = _table(config, "metadata", folder)

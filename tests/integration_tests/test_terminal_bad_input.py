@@ -43,24 +43,26 @@ def test_a_task_file_that_is_not_utf8_exits_2_naming_it(
     assert "Traceback" not in err
 
 
-def test_a_setup_script_that_is_not_utf8_ends_the_episode_naming_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("script", ["environment/setup.sh", "solution/solve.sh"])
+def test_a_script_that_is_not_utf8_exits_2_naming_it(
+    script: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = write_task(tmp_path, "latin-setup", PASSES, setup="echo ready\n")
-    (folder / "environment" / "setup.sh").write_bytes(b"echo " + LATIN_1)
+    folder = write_task(tmp_path, "latin-script", PASSES, setup="echo ready\n")
+    (folder / script).write_bytes(b"echo " + LATIN_1)
     code, out, err = run_task(folder, capsys)
-    # The episode cannot start: an episode that ends in an error, as a failing setup.sh.
-    assert code == 1
-    script = folder / "environment" / "setup.sh"
-    assert f"Ended: agent error (TaskFormatError: {script} is not UTF-8 text" in out
-    assert "save it as UTF-8" in out
-    assert "Traceback" not in err
+    # Refused with the task, before any episode starts (not an agent error mid-run).
+    assert code == 2
+    assert f"turnbon run: error: {folder / script} is not UTF-8 text (byte 5 is 0xc9)" in err
+    assert "save it as UTF-8" in err and "Traceback" not in err
+    assert "Ended:" not in out
 
 
-async def test_a_solution_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> None:
+async def test_a_solution_made_unreadable_after_loading_is_refused_naming_it(
+    tmp_path: Path,
+) -> None:
     folder = write_task(tmp_path, "latin-solution", PASSES)
-    (folder / "solution" / "solve.sh").write_bytes(b"echo " + LATIN_1)
     env = TerminalEnvironment(tmp_path)
+    (folder / "solution" / "solve.sh").write_bytes(b"echo " + LATIN_1)  # changed since
     episode = await env.start(spec(env, "latin-solution"), 0)
     try:
         with pytest.raises(TaskFormatError, match=r"solve\.sh is not UTF-8 text \(byte 5 is 0xc9"):
