@@ -38,3 +38,16 @@ def test_the_run_toml_example_names_only_settings_turnbon_run_knows() -> None:
 def test_shell_snippets_are_valid_bash(text: str) -> None:
     checked = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
+
+
+def test_the_fault_tables_name_tests_that_exist() -> None:
+    """Each `file.py::test_name` (and `::test_name` after it, same file) the README
+    cites as holding a fault is a test function in that file."""
+    tests = README.parent / "tests" / "integration_tests"
+    cited = re.findall(r"`(test_\w+\.py)?::(test_\w+)`", README.read_text())
+    assert cited
+    current = ""
+    for module, name in cited:
+        current = module or current
+        source = (tests / current).read_text()
+        assert re.search(rf"^(async )?def {name}\(", source, re.M), f"{current}::{name}"
