@@ -44,7 +44,7 @@ class CommandResult:
         if self.exit_code >= 0:
             lines.append(f"[exit code {self.exit_code}]")
         else:
-            name = _signal_name(-self.exit_code)
+            name = signal_name(-self.exit_code)
             lines.append(f"[exit code {128 - self.exit_code} (killed by {name})]")
         if self.over_budget:
             lines.append(f"[the episode went over its budget ({self.over_budget}): it ends here]")
@@ -55,7 +55,7 @@ def _size(n: int) -> str:
     return f"{n / MiB:g} MiB" if n >= MiB else f"{n} bytes"
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
     except ValueError:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import stat
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from turnbon_graph.bench.environment import Verdict
 from turnbon_terminal.envvars import SAFE_PATH
 from turnbon_terminal.limits import MiB
 from turnbon_terminal.pytest_site import pytest_site, readable_copy
+from turnbon_terminal.result import signal_name
 from turnbon_terminal.sandbox import CommandResult, Fresh, Sandbox
 from turnbon_terminal.tasks import TerminalTask
 
@@ -49,7 +49,7 @@ REPORT_CAP = 16 * MiB
 
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); import pytest; "
-    "raise SystemExit(pytest.console_main())"
+    "raise SystemExit(pytest.main())"
 )
 """Run as `python -I -B -c BOOTSTRAP <pytest copy> <pytest args>`: with -I PYTHONPATH is
 ignored, so the copy's folder comes as the first argument."""
@@ -342,8 +342,8 @@ def verdict_of(result: CommandResult, report: bytes | None) -> Verdict:
     # Any other ending (5: nothing collected; a signal; a code pytest never uses) is the
     # test process ending as the code under test made it: the deliverable's doing, so a
     # FAIL with its reason, not an error. Only the report tells what ran.
-    signal_name = _signal_name(-code) if code < 0 else ""
-    ended = f"killed by {signal_name}" if code < 0 else f"exit code {code}"
+    killer = signal_name(-code) if code < 0 else ""
+    ended = f"killed by {killer}" if code < 0 else f"exit code {code}"
     if report is None:
         return fail(
             f"no structured report: the test process ended before pytest wrote it ({ended})"
@@ -361,12 +361,5 @@ def verdict_of(result: CommandResult, report: bytes | None) -> Verdict:
         return Verdict(passed=False, output=output)  # a plain failure: the report says so
     if code == 0 and not unpassed:
         return fail(f"the report says {tally}: a skipped or xfailed test is not a passed one")
-    exited = f"was killed by {signal_name}" if code < 0 else f"exited {code}"
+    exited = f"was killed by {killer}" if code < 0 else f"exited {code}"
     return fail(f"the report says {tally} but pytest {exited}")
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
