@@ -356,3 +356,38 @@ async def test_a_crashed_run_leaves_no_process_and_its_files_go_at_the_next_leas
         assert not await asyncio.to_thread(root.exists)
         assert not await asyncio.to_thread(os.path.ismount, root / "fs")
         assert not any(g.exists() for g in groups)
+
+
+def orphaned_bwrap_zombies() -> set[int]:
+    """Zombie bwrap processes whose parent is gone (now init's, which in a container may
+    reap them late or never)."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            name = fields[fields.index("(") + 1 : fields.rindex(")")]
+            state, parent = fields.rsplit(") ", 1)[1].split()[:2]
+            if name == "bwrap" and state == "Z" and parent == "1":
+                found.add(int(entry.name))
+    return found
+
+
+async def test_an_episode_and_its_verifier_leave_no_zombie_and_no_bwrap_warning() -> None:
+    from turnbon_terminal import TerminalEnvironment
+
+    before = await asyncio.to_thread(orphaned_bwrap_zombies)
+    environment = TerminalEnvironment()
+    episode = await environment.start(environment.tasks()[0], 0)
+    try:
+        await episode.run("sleep 100 &")
+        assert (await episode.run_solution()).ok
+        verdict = await episode.verify()
+    finally:
+        await episode.close()
+    assert verdict.passed, verdict
+    assert "bwrap:" not in verdict.output  # e.g. "Only the last --chdir option will take effect"
+    # Checked at once: every bwrap was reaped by its parent, none left for init.
+    assert not (await asyncio.to_thread(orphaned_bwrap_zombies)) - before
