@@ -2,13 +2,16 @@
 
 `TerminalEnvironment` implements `turnbon_graph.bench.environment.Environment`: each episode
 gets a fresh working directory in a bubblewrap sandbox of its own (and a uid of its own
-when run as root), a `shell` tool and a pytest verifier run in a fresh sandbox.
+when run as root), a `shell` tool and a pytest verifier run in a fresh sandbox, within
+the budget its task declares (`ResourceBudget`: memory, storage, CPUs).
 `load_tasks` reads task folders; the shipped suite is the default. `stub_policy` scripts
 the loopback stub server to play an oracle-ish model.
 """
 
 from __future__ import annotations
 
+from turnbon_terminal.budget import ResourceBudget
+from turnbon_terminal.enforcement import BudgetNotEnforcedWarning
 from turnbon_terminal.environment import TerminalEnvironment, TerminalEpisode, environment
 from turnbon_terminal.errors import (
     DockerRequiredError,
@@ -32,10 +35,12 @@ from turnbon_terminal.tasks import (
 
 __all__ = [
     "SHIPPED_TASKS",
+    "BudgetNotEnforcedWarning",
     "CommandResult",
     "DockerRequiredError",
     "DockerTaskSkipped",
     "Limits",
+    "ResourceBudget",
     "Sandbox",
     "SandboxError",
     "SandboxSettings",
