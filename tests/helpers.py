@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from turnbon_graph.testing import (
     StubServer,
     chat_completion,
     is_selector_request,
+    tool_call,
 )
 from turnbon_graph.turn import TurnEngine
 
@@ -26,6 +28,18 @@ def candidate(index: int, command: str | None = None, *, text: str = "", **kw: A
     return Candidate(
         index=index, model="m", message=AIMessage(content=text, tool_calls=calls, **kw)
     )
+
+
+def runs_once(command: str) -> Callable[[CapturedRequest], dict[str, Any]]:
+    """A stub model that runs `command` as its one `shell` call, then, once it has seen
+    the output, says it is done."""
+
+    def reply(request: CapturedRequest) -> dict[str, Any]:
+        if any(m.get("role") == "tool" for m in request.body["messages"]):
+            return chat_completion("done")
+        return chat_completion(None, [tool_call("shell", {"command": command})])
+
+    return reply
 
 
 def selector_answer(index: int, reason: str = "scripted") -> dict[str, Any]:

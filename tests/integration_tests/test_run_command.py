@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import runs_once
 from turnbon_graph.bench import registry
 from turnbon_graph.cli import main
 from turnbon_graph.testing import (
@@ -36,13 +37,8 @@ def test_a_task_folder_runs_every_trial_with_its_verdict(
     assert code == (0 if passed == 2 else 1)  # scripts can tell a failed trial
 
 
-def _lister(request: CapturedRequest) -> dict[str, object]:
-    """Lists and overwrites the files, then stops once it has seen the output."""
-    if any(m.get("role") == "tool" for m in request.body["messages"]):
-        return chat_completion("done")
-    return chat_completion(
-        None, [tool_call("shell", {"command": "cat notes.txt && echo changed > notes.txt"})]
-    )
+_lister = runs_once("cat notes.txt && echo changed > notes.txt")
+"""Lists and overwrites the files, then stops once it has seen the output."""
 
 
 def test_an_inline_instruction_starts_in_a_copy_of_the_workdir(

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import runs_once
 from tests.integration_tests.test_terminal_isolation import AS_NOBODY, _unprivileged_python
 from tests.integration_tests.test_terminal_sandbox import shared_tmp  # noqa: F401 (a fixture)
 from turnbon_graph.cli import main
 from turnbon_graph.errors import ResourceLimitError
-from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, tool_call
+from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode
 from turnbon_terminal.enforcement import BudgetNotEnforcedWarning
 
@@ -204,15 +205,6 @@ async def test_enforce_budgets_false_leaves_the_rlimits_only(tmp_path: Path) -> 
         assert started.over_budget is None
 
 
-def _lister_then_flood(request: CapturedRequest) -> dict[str, object]:
-    """The agent's one command fills its disk; then it would say it is done."""
-    if any(m.get("role") == "tool" for m in request.body["messages"]):
-        return chat_completion("done")
-    return chat_completion(
-        None, [tool_call("shell", {"command": "dd if=/dev/zero of=big bs=1M count=1024"})]
-    )
-
-
 def test_turnbon_run_reports_a_resource_limit(
     stub: StubServer,
     tmp_path: Path,
@@ -221,7 +213,7 @@ def test_turnbon_run_reports_a_resource_limit(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     folder = write_task(tmp_path)
-    stub.script(_lister_then_flood)
+    stub.script(runs_once("dd if=/dev/zero of=big bs=1M count=1024"))  # fills its disk
     model = ["--model", "openai/m", "--api-base", stub.base_url, "-n", "2", "--selector", "first"]
     code = main(["run", str(folder), *model])
     out = capsys.readouterr().out

@@ -11,16 +11,17 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import runs_once
 from tests.integration_tests.test_terminal_environment import spec, write_task
 from turnbon_graph.bench.environment import Verdict
 from turnbon_graph.cli import main
-from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, tool_call
+from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode
 from turnbon_terminal.result import CommandResult
 from turnbon_terminal.verifier import (
@@ -465,17 +466,6 @@ def site_below_home(tmp_path_factory: pytest.TempPathFactory) -> str:
     return asyncio.run(_site_of(tmp_path_factory.mktemp("probe")))
 
 
-def _plays(commands: str) -> Callable[[CapturedRequest], dict[str, object]]:
-    """A model that runs `commands` as its one shell call, then says it is done."""
-
-    def reply(request: CapturedRequest) -> dict[str, object]:
-        if any(m.get("role") == "tool" for m in request.body["messages"]):
-            return chat_completion("done")
-        return chat_completion(None, [tool_call("shell", {"command": commands})])
-
-    return reply
-
-
 ROUTES = {
     **{name: answer(41) + hook for name, hook in hooks("$SITE").items()},
     **{name: answer(41, module) for name, (module, _) in DELIVERABLES.items()},
@@ -493,7 +483,7 @@ def test_every_route_through_turnbon_run_fails_and_the_honest_answer_passes(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-verdict")
     commands = ROUTES.get(route, answer(42)).replace("$SITE", f"$HOME/{site_below_home}")
-    stub.script(_plays(commands))
+    stub.script(runs_once(commands))
     folder = write_task(tmp_path, TASK, TESTS)
     model = ["--model", "openai/m", "--api-base", stub.base_url, "-n", "1", "--selector", "first"]
     code = main(["run", str(folder), *model])

@@ -12,20 +12,15 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from math import comb
+from typing import get_args
 
 from pydantic import BaseModel
 
 from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.bench.runs import EpisodeResult
 
-OUTCOMES: tuple[Outcome, ...] = (
-    "pass",
-    "wrong_submission",
-    "out_of_context",
-    "time_limit",
-    "resource_limit",
-    "agent_error",
-)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+"""Every ending, in the order the report shows them."""
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -12,20 +12,13 @@ from pydantic import BaseModel, Field
 
 from turnbon_graph.analysis.rollouts.budget import RolloutBudget
 from turnbon_graph.analysis.rollouts.statistics import headroom, spearman
+from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.bench.runs import Worker
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 """One line per episode (a `RolloutReport`) in the run folder."""
 
-RolloutOutcome = Literal[
-    "pass",
-    "wrong_submission",
-    "out_of_context",
-    "time_limit",
-    "resource_limit",
-    "agent_error",
-    "fork_error",
-]
+RolloutOutcome = Literal[Outcome, "fork_error"]
 """How a rollout (or the main episode) ended: the runner's outcomes, and `fork_error`
 when the episode could not be copied (not counted in a value: not the action's fault)."""
 
