@@ -9,6 +9,11 @@ than the hard cap, has its process group killed; processes it started in the
 background keep running until the episode ends (`kill_all`, before verification, or
 `close`), when the sandbox's PID namespace is killed as one.
 
+Each episode also has a budget (`ResourceBudget`, from its task): every process joins the
+episode's control group before it execs, and its writable folders live on a file
+system of its own (`turnbon_terminal.enforcement`); after each command the sandbox
+looks whether it went over (`over_budget`).
+
 The "uid" fallback runs commands on the host as the episode's uid (as root) or as the
 runner, and kills every process of the uid at the end.
 """
