@@ -86,6 +86,7 @@ class Candidate:
             else None,
             error=self.error,
             usage=self.usage,
+            usage_estimated=self.native_n,
             latency_s=round(self.latency_s, 6),
             deployment=self.deployment,
         )

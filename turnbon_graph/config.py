@@ -118,11 +118,14 @@ class TurnConfig(BaseModel):
         ),
     )
     native_n: bool | Literal["auto"] = Field(
-        default=False,
+        default="auto",
         description=(
-            "one call with `n=N` where LiteLLM lists `n` for the provider; falls back to "
-            'separate calls if refused; `"auto"`: only for one model id (no `ModelSpec` '
-            "pool), and separate calls from then on once its endpoint refuses or ignores `n`"
+            '`"auto"`: one call with `n=N` for the turn\'s candidates where LiteLLM lists `n` '
+            "for the provider, the model is one id and nothing needs a call each (a "
+            "`ModelSpec` or mixed pool, early commit, adaptive N); the record's "
+            "`sampling.separate_calls` says why not. An endpoint that refuses `n` (a 4xx) or "
+            "returns fewer choices gets separate calls from then on. `True`: ask with `n` "
+            "every turn; `False`: always one call per candidate"
         ),
     )
     tool_calling: Literal["auto", "native", "prompted"] = Field(

@@ -37,9 +37,9 @@ from turnbon_graph.client import (
     secret_values,
 )
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.litellm_calls import supports_native_n, supports_native_tools
+from turnbon_graph.litellm_calls import choice_tokens, supports_native_n, supports_native_tools
 from turnbon_graph.prompted_tools import parse_prompted_reply, prompted_request
-from turnbon_graph.records import Usage
+from turnbon_graph.records import Usage, split_usage
 
 # Private reasoning keys LiteLLM puts on a message; kept, replayed, never shown to a selector.
 REASONING_KEYS = ("reasoning_content", "thinking_blocks")
@@ -162,6 +162,11 @@ class CandidateSource(Protocol):
         """The model that proposes candidate `index`."""
         ...
 
+    def why_separate(self, n: int) -> str | None:
+        """Why `n` candidates would come from one call each rather than from one call
+        with `n`; None when one call serves them all."""
+        ...
+
     def stream(
         self,
         messages: Sequence[BaseMessage],
@@ -170,10 +175,17 @@ class CandidateSource(Protocol):
         extra: dict[str, Any] | None = None,
         *,
         start: int = 0,
+        one_call: bool = True,
     ) -> AsyncGenerator[Candidate, None]:
         """Candidates `start`..`start + n - 1` for `messages` (failed ones carry `error`),
-        in the order they finish; closing it early cancels the calls still in flight."""
+        in the order they finish; closing it early cancels the calls still in flight.
+        `one_call=False`: one call per candidate even where `n` could serve them all (the
+        caller takes them as they arrive)."""
         ...
+
+
+_REFUSED = (400, 404, 422)
+"""Statuses of a request refused as such (a parameter the endpoint does not take)."""
 
 
 class CandidateGenerator:
@@ -269,9 +281,11 @@ class CandidateGenerator:
         extra: dict[str, Any] | None = None,
         *,
         start: int = 0,
+        one_call: bool = True,
     ) -> AsyncGenerator[Candidate, None]:
         """Yields N candidates (failed ones carry `error`) in the order they finish, with
-        indices `start`..`start + n - 1`.
+        indices `start`..`start + n - 1`: from one call with `n` where `why_separate`
+        finds nothing against it and `one_call` allows, else from a call each.
 
         `extra` holds per-call completion settings (`tool_choice`, `stop`, ...) that
         override `completion_kwargs` for this turn only.
@@ -287,7 +301,7 @@ class CandidateGenerator:
         indices = range(start, start + n)
         pending: set[asyncio.Task[list[Candidate]]] = set()
         try:
-            if self.uses_native_n(n):
+            if one_call and self.why_separate(n) is None:
                 pending.add(asyncio.create_task(self._native(requests[0], indices)))
             else:
                 pending.update(
@@ -305,14 +319,23 @@ class CandidateGenerator:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
 
-    def uses_native_n(self, n: int) -> bool:
-        """Whether `n` candidates come from one call with `n=n` (`native_n`, above)."""
-        if not self.native_n or n < 2 or len(self.specs) != 1:
-            return False
+    def why_separate(self, n: int) -> str | None:
+        """Why `n` candidates come from a call each, not one call with `n=n` (`native_n`,
+        above); None when one call serves them."""
+        if n < 2:
+            return "one candidate"
+        if not self.native_n:
+            return "native_n=False"
+        if len(self.specs) != 1:
+            return "a pool of several models"
         model = self.specs[0].model
-        if self.native_n == "auto" and (not self._plain_model or model in self._refuses_n):
-            return False
-        return supports_native_n(model)
+        if self.native_n == "auto" and not self._plain_model:
+            return "a ModelSpec's settings apply per candidate"
+        if self.native_n == "auto" and model in self._refuses_n:
+            return "its endpoint refused or ignored n before"
+        if not supports_native_n(model):
+            return "LiteLLM does not list n for its provider"
+        return None
 
     def _slot(self, index: int) -> int:
         return self.slots[index % len(self.slots)]
@@ -355,33 +378,33 @@ class CandidateGenerator:
             result = await self.client.complete(**request.kwargs, n=len(indices))
         except asyncio.CancelledError:
             raise
-        except Exception:
-            # The provider refused `n` (or the call failed): fall back to N separate calls,
-            # whose own failures are recorded per candidate.
-            self._refuses_n.add(model)
+        except Exception as exc:
+            # Fall back to N separate calls, whose own failures are recorded per candidate;
+            # `auto` keeps to them for this model only when the request itself was refused
+            # (a 4xx: `n` unsupported), not when the endpoint failed for a while.
+            if getattr(exc, "status_code", None) in _REFUSED:
+                self._refuses_n.add(model)
             singles = await asyncio.gather(*(self._single(request, i) for i in indices))
             return [c for batch in singles for c in batch]
         choices = list(result.response.choices)[: len(indices)]
         secrets = request.secrets
-        # One call produced them all: its usage is counted once, on the first.
+        # One call produced them all, and its usage is the call's: each candidate gets its
+        # share by its own completion tokens, the shares adding up to the reported usage.
+        shares = split_usage(result.usage, [choice_tokens(model, c) for c in choices])
         candidates = [
             Candidate(
                 index=index,
                 model=model,
                 message=without_secrets(
-                    request.parse(
-                        message_from_choice(
-                            choice, result.response, result.usage if not k else None
-                        )
-                    ),
+                    request.parse(message_from_choice(choice, result.response, share)),
                     secrets,
                 ),
-                usage=result.usage if not k else Usage(),
+                usage=share,
                 latency_s=result.latency_s,
                 deployment=result.deployment,
                 native_n=True,
             )
-            for k, (index, choice) in enumerate(zip(indices, choices, strict=False))
+            for index, choice, share in zip(indices, choices, shares, strict=False)
         ]
         if len(candidates) < len(indices):
             self._refuses_n.add(model)  # it ignored `n`: `auto` asks it one by one from now

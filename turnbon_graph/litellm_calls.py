@@ -187,3 +187,19 @@ def supports_response_schema(model: str) -> bool:
         return bool(litellm.supports_response_schema(model=model))
     except Exception:
         return False
+
+
+def choice_tokens(model: str, choice: Any) -> int:
+    """The completion tokens of one choice, counted by LiteLLM's `token_counter` (its
+    text and tool calls): a provider reports one usage for a call with `n`."""
+    import litellm
+
+    message = choice.message
+    parts = [message.content or ""]
+    for call in getattr(message, "tool_calls", None) or []:
+        function = getattr(call, "function", None)
+        parts += [getattr(function, "name", "") or "", getattr(function, "arguments", "") or ""]
+    try:
+        return int(litellm.token_counter(model=model, text="\n".join(parts)))
+    except Exception:
+        return max(len("".join(parts)) // 4, 1)  # a model LiteLLM cannot count for

@@ -105,7 +105,7 @@ class TurnBoNMiddleware(AgentMiddleware):
         self.config = turn_config(config, **options)
         unsupported = [
             name
-            for name, default in (("prompt", None), ("native_n", False), ("tool_calling", "auto"))
+            for name, default in (("prompt", None), ("native_n", "auto"), ("tool_calling", "auto"))
             if getattr(self.config, name) != default
         ]
         if unsupported:
@@ -260,6 +260,9 @@ class _HandlerSource:
     def model_for(self, index: int) -> str:
         return self.label
 
+    def why_separate(self, n: int) -> str | None:
+        return "the agent's own model makes one call per candidate"
+
     async def stream(
         self,
         messages: Sequence[BaseMessage],
@@ -268,6 +271,7 @@ class _HandlerSource:
         extra: dict[str, Any] | None = None,
         *,
         start: int = 0,
+        one_call: bool = True,
     ) -> AsyncGenerator[Candidate, None]:
         calls = [asyncio.ensure_future(self._call(i)) for i in range(start, start + n)]
         try:

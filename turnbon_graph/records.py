@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -47,6 +48,39 @@ class Usage(BaseModel):
         )
 
 
+def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
+    """One call's `usage` shared out in proportion to `weights` (each candidate's own
+    completion tokens): every count in whole tokens, by largest remainder, so the shares
+    add up to `usage` exactly; the call itself counted once, on the first share."""
+    total = sum(max(w, 1) for w in weights)
+    shares = [max(w, 1) / total for w in weights]
+    counts = {
+        name: _apportion(getattr(usage, name), shares)
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+    }
+    costs: list[float | None] = [None] * len(shares)
+    if usage.cost_usd is not None:
+        priced = [usage.cost_usd * share for share in shares[:-1]]
+        costs = [*priced, usage.cost_usd - sum(priced)]  # the last takes the rounding
+    return [
+        Usage(
+            calls=usage.calls if k == 0 else 0,
+            cost_usd=costs[k],
+            **{name: parts[k] for name, parts in counts.items()},
+        )
+        for k in range(len(shares))
+    ]
+
+
+def _apportion(amount: int, shares: Sequence[float]) -> list[int]:
+    exact = [amount * share for share in shares]
+    parts = [int(x) for x in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda k: exact[k] - parts[k], reverse=True)
+    for k in by_remainder[: amount - sum(parts)]:
+        parts[k] += 1
+    return parts
+
+
 class UsageSplit(BaseModel):
     generator: Usage = Field(default_factory=Usage)
     selector: Usage = Field(default_factory=Usage)
@@ -70,6 +104,10 @@ class CandidateRecord(BaseModel):
     finish_reason: str | None = None
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    usage_estimated: bool = False
+    """Its `usage` is its share of one call's usage (a call with `n`: the provider
+    reports one usage), split by each candidate's completion tokens; the shares of a
+    turn add up to what the provider reported."""
     latency_s: float = 0.0
     deployment: str | None = None
     """The `litellm.Router` deployment that served it (its `model_info` id), if routed."""
@@ -89,6 +127,10 @@ class SamplingRecord(BaseModel):
     native_n: bool | None = None
     """Whether candidates came from one call asking for several with `n` (`native_n`)
     rather than one call each; None in records written before this field."""
+    separate_calls: str | None = None
+    """Why candidates came from one call each where one call with `n` might have served
+    ("early commit takes candidates as they arrive", "a pool of several models", ...);
+    None when one call served them, and in records written before this field."""
 
 
 class TurnRecord(BaseModel):
@@ -117,6 +159,14 @@ class TurnRecord(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    @property
+    def prompt_tokens_a_call_each(self) -> int:
+        """The generator's prompt tokens had every candidate been a call of its own: a
+        call with `n` bills its prompt once for all its candidates."""
+        shared = [c for c in self.candidates if c.usage_estimated]
+        own = sum(c.usage.prompt_tokens for c in self.candidates if not c.usage_estimated)
+        return own + sum(c.usage.prompt_tokens for c in shared) * len(shared)
 
 
 @runtime_checkable

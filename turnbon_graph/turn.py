@@ -136,12 +136,20 @@ class TurnEngine:
             else (self.config.n, None)
         )
         size = min(self.config.adaptive.first_batch, cap) if self.config.adaptive else cap
+        # What needs candidates one call each, whatever the endpoint takes.
+        needs_separate = (
+            "early commit takes candidates as they arrive"
+            if self.config.early_commit
+            else "adaptive N samples in batches"
+            if self.config.adaptive
+            else None
+        )
         candidates: list[Candidate] = []
         sampling = SamplingRecord(budget=budget_note)
         committed: int | None = None
         while size:
             batch = await self._collect(
-                request, size, len(candidates), tools, extra, turn_id, on_event
+                request, size, len(candidates), tools, extra, turn_id, on_event, needs_separate
             )
             candidates = sorted([*candidates, *batch], key=lambda c: c.index)
             sampling.batches.append(size)
@@ -153,6 +161,8 @@ class TurnEngine:
             sampling.stopped = step.reason or None
         sampling.calls = len(candidates)
         sampling.native_n = any(c.native_n for c in candidates)
+        if not all(c.native_n for c in candidates):
+            sampling.separate_calls = needs_separate or self.generator.why_separate(len(candidates))
         turn = GeneratedTurn(
             turn_id,
             len(candidates),
@@ -177,12 +187,15 @@ class TurnEngine:
         extra: dict[str, Any] | None,
         turn_id: str,
         on_event: EventSink | None,
+        separate: str | None = None,
     ) -> list[Candidate]:
         """One batch of `n` calls, candidates `start`.., as they arrive; with early commit,
         stops waiting (and cancels the rest) once enough are in and the grace has passed."""
         arrived: list[Candidate] = []
         deadline: float | None = None
-        stream = self.generator.stream(request, n, tools, extra, start=start)
+        stream = self.generator.stream(
+            request, n, tools, extra, start=start, one_call=separate is None
+        )
         async with aclosing(stream):
             while True:
                 try:

@@ -26,8 +26,11 @@ ASK = [HumanMessage("list the files")]
 
 
 def engine(stub: StubServer, n: int = 4, **options: Any) -> TurnEngine:
+    """An engine on the path of one call per candidate (what pools, early commit and
+    endpoints without `n` take); the one-call path is test_native_n_auto.py's."""
     options.setdefault("selector", FirstSelector())
     options.setdefault("max_retries", 0)
+    options.setdefault("native_n", False)
     return stub_engine(stub, n=n, **options)
 
 

@@ -165,9 +165,11 @@ def script_progress(stub: StubServer) -> None:
 
 
 def progress_graph(stub: StubServer) -> Any:
+    """A graph whose candidates come one call each, so one of them can fail alone."""
     return create_turnbon_graph(
         "openai/stub",
         n=3,
+        native_n=False,
         max_concurrency=1,
         completion_kwargs=stub_kwargs(stub.base_url),
         name="mine",
@@ -272,6 +274,7 @@ async def test_a_key_from_the_environment_is_redacted_from_failed_candidates(
     graph = create_turnbon_graph(
         "openai/stub",
         n=2,
+        native_n=False,  # one call each: the failed one is a candidate of the record
         selector=FirstSelector(),
         trace=trace,
         completion_kwargs={"api_base": stub.base_url},

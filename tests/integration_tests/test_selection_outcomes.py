@@ -95,7 +95,8 @@ async def test_scores_are_recorded_by_candidate_index(stub: StubServer) -> None:
         ],
     )
     selector = ScriptedSelector(Selection(index=1, selector="scripted", scores=[0.1, 0.9, 0.5]))
-    engine_ = stub_engine(stub, n=4, selector=selector, max_concurrency=1)
+    # One call each, so the first candidate's call alone fails.
+    engine_ = stub_engine(stub, n=4, selector=selector, max_concurrency=1, native_n=False)
     record = turn_record(await engine_.run(ASK))
     assert record is not None
     assert record.scores == [None, 0.1, 0.9, 0.5]
