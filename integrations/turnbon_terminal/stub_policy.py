@@ -9,7 +9,8 @@ more often than the best of four (N=4): the benchmark pipeline runs end to end w
 model and shows a real difference between the settings.
 
 Draws are seeded by `seed`, the request's content and a counter of how many times that
-content was seen, so the N identical requests of one turn differ. The content is what
+content was seen, so the N identical requests of one turn differ, and a request asking for
+`n` candidates gets `n` draws, as from `n` requests. The content is what
 the policy acts on: the user's messages and the actions so far, not the tool outputs
 (timestamps, sandbox paths and uids differ from run to run) nor call ids (random). When
 no candidate runs the solution the selector picks by a seeded hash of the actions, not
@@ -80,19 +81,29 @@ class StubPolicy:
         messages = (request.body or {}).get("messages") or []
         if is_selector_request(request):
             return self._select(messages)
-        return self._generate(messages)
+        return self._generate(messages, int((request.body or {}).get("n") or 1))
 
     # ------------------------------------------------------------------ generator
 
-    def _generate(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        from turnbon_graph.testing import chat_completion, tool_call
+    def _generate(self, messages: list[dict[str, Any]], n: int) -> dict[str, Any]:
+        """`n` independent draws in one reply, as an endpoint honouring `n` gives them:
+        the prompt counted once, each choice's completion tokens added."""
+        from turnbon_graph.testing import chat_completion, choice
+
+        choices = [choice(*self._draw(messages), index=k) for k in range(n)]
+        usage = {"prompt_tokens": 11, "completion_tokens": 7 * n, "total_tokens": 11 + 7 * n}
+        return chat_completion(choices=choices, usage=usage)
+
+    def _draw(self, messages: list[dict[str, Any]]) -> tuple[str | None, list[Any] | None]:
+        """One candidate: (content, tool calls)."""
+        from turnbon_graph.testing import tool_call
 
         found = self._task_of(messages)
         if found is None:
-            return chat_completion("I do not recognise this task.")
+            return "I do not recognise this task.", None
         task, solution = found
         if solution in _commands_run(messages):
-            return chat_completion(DONE)
+            return DONE, None
         rng = self._rng(messages)
         draw = rng.random()
         if draw < self.p_solve:
@@ -100,8 +111,8 @@ class StubPolicy:
         elif draw < self.p_solve + self.p_inspect:
             command = rng.choice(_inspections(task))
         else:
-            return chat_completion(GIVE_UP)
-        return chat_completion(tool_calls=[tool_call("shell", {"command": command})])
+            return GIVE_UP, None
+        return None, [tool_call("shell", {"command": command})]
 
     def _task_of(self, messages: list[dict[str, Any]]) -> tuple[TerminalTask, str] | None:
         first = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")

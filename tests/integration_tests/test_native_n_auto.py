@@ -123,6 +123,8 @@ async def test_the_default_asks_once_for_all_n_and_keeps_the_calls_usage(stub: S
     assert all(c.usage_estimated for c in record.candidates)
     completions = [c.usage.completion_tokens for c in record.candidates]
     assert completions == sorted(completions) and completions[0] < completions[-1]
+    # A call per candidate would have sent, and billed, the prompt 8 times.
+    assert record.prompt_tokens_a_call_each == 8 * 1000
 
 
 @pytest.mark.parametrize(
@@ -143,6 +145,7 @@ async def test_what_needs_a_call_each_takes_one_and_says_why(
     assert record is not None and record.sampling.native_n is False
     assert record.sampling.separate_calls is not None and why in record.sampling.separate_calls
     assert not any(c.usage_estimated for c in record.candidates)
+    assert record.prompt_tokens_a_call_each == record.usage.generator.prompt_tokens
 
 
 async def test_a_mixed_pool_takes_a_call_each_and_says_why(stub: StubServer) -> None:

@@ -130,10 +130,12 @@ def costs(
         per_attempt = all_tokens(rs) / len(rs)
         costs = [u.cost_usd for r in rs for u in (r.usage.generator, r.usage.selector)]
         known = [c for c in costs if c is not None]
+        each = [r.prompt_tokens_a_call_each for r in rs]
         prompt_rows.append(
             (
                 setting,
                 tokens(sum(r.usage.generator.prompt_tokens for r in rs) / len(rs)),
+                DASH if None in each else tokens(sum(e or 0 for e in each) / len(rs)),
                 tokens(sum(r.usage.selector.prompt_tokens for r in rs) / len(rs)),
                 tokens(per_attempt),
                 ratio(per_attempt / base if base else None),
@@ -161,12 +163,16 @@ def costs(
         ),
         "",
         "Prompt (input) tokens usually dominate what a run costs, since every turn resends "
-        "the whole transcript to all N candidates and to the selector:",
+        "the whole transcript to the generator and to the selector. A turn whose N "
+        "candidates came from one call with `n` (the default where the endpoint takes it) "
+        "is billed its prompt once; the next column says what a call per candidate would "
+        f"have billed ({DASH}: runs recorded before it was kept):",
         "",
         *table(
             [
                 "Setting",
                 "Generator prompt / attempt",
+                "… with a call per candidate",
                 "Selector prompt / attempt",
                 "All tokens / attempt",
                 "All (vs base)",

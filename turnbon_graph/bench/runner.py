@@ -33,7 +33,7 @@ from turnbon_graph.bench.runs import (
     turns_path,
 )
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.records import RECORD_KEY, Usage, UsageSplit
+from turnbon_graph.records import RECORD_KEY, TurnRecord, Usage, UsageSplit
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn import TurnEngine
 
@@ -198,6 +198,11 @@ async def run_episode(
         outcome=end.outcome,
         turns=sum(1 for m in end.messages if _record(m) is not None),
         usage=_usage(end.messages),
+        prompt_tokens_a_call_each=sum(
+            TurnRecord.model_validate(r).prompt_tokens_a_call_each
+            for m in end.messages
+            if (r := _record(m)) is not None
+        ),
         duration_s=round(time.monotonic() - started, 3),
         error=end.error,
         verifier_output=(end.verdict.output if end.verdict else "")[-4000:],

@@ -74,6 +74,9 @@ class EpisodeResult(BaseModel):
     outcome: Outcome
     turns: int
     usage: UsageSplit = Field(default_factory=UsageSplit)
+    prompt_tokens_a_call_each: int | None = None
+    """The generator's prompt tokens had every candidate been its own call (a turn that
+    asked once with `n` billed its prompt once); None in rows written before this."""
     duration_s: float
     error: str | None = None
     verifier_output: str = ""
