@@ -322,3 +322,36 @@ def test_the_command_serves_and_finishes_in_flight_requests_on_sigterm(
     assert [a.choices[0].message.content for a in answers] == ["finished"]
     assert stub.requests[0].header("authorization") == f"Bearer {UPSTREAM_KEY}"
     assert UPSTREAM_KEY not in stderr and "Traceback" not in stderr
+
+
+def test_workers_serve_one_port_from_processes_of_their_own(stub: StubServer) -> None:
+    stub.script(chat_completion("from a worker"))
+    port = _free_port()
+    env = {**os.environ, "TURNBON_TEST_UPSTREAM": UPSTREAM_KEY}
+    command = [sys.executable, "-m", "turnbon_graph.cli", "serve", "--model", "openai/stub"]
+    command += ["--api-base", stub.base_url, "--api-key-env", "TURNBON_TEST_UPSTREAM"]
+    command += ["-n", "2", "--port", str(port), "--workers", "2"]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        pids: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(pids) < 2 and time.monotonic() < deadline:  # each worker answers in turn
+            try:
+                pids.add(httpx.get(f"{base}/health", timeout=5).json()["pid"])
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert len(pids) == 2 and process.pid not in pids, pids
+        client = OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0)
+        answer = client.chat.completions.create(model="turnbon", messages=MESSAGES)
+        assert answer.choices[0].message.content == "from a worker"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    _, stderr = process.communicate()
+    assert "2 worker processes" in stderr
+    assert UPSTREAM_KEY not in stderr and "Traceback" not in stderr
+    assert stub.requests[0].header("authorization") == f"Bearer {UPSTREAM_KEY}"

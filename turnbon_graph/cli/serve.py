@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.cli.arguments import INTERRUPTED, SHARED, add_flags, subcommand
+from turnbon_graph.cli.arguments import INTERRUPTED, SHARED, add_flags, positive_int, subcommand
 
 SETTINGS: dict[str, Any] = {
     "model": None,
@@ -28,6 +28,7 @@ SETTINGS: dict[str, Any] = {
     "require_key_env": None,
     "shutdown_timeout": 30.0,
     "keepalive_s": 15.0,
+    "workers": 1,
 }
 """The server's own settings (a --config file may set them, and any turn option)."""
 
@@ -44,6 +45,11 @@ EPILOG = (
     "process ends by that signal (SIGINT: exit code 130). Exit codes: 1 the server could "
     "not start; 2 bad input (a bad flag, option or --config file)."
 )
+
+
+WORKER_ARGV = "TURNBON_SERVE_ARGV"
+"""The command line a `--workers` process builds its app from (never a secret: keys come
+from the environment the workers inherit)."""
 
 
 def add_parser(commands: Any) -> None:
@@ -105,6 +111,14 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="on SIGTERM/SIGINT, seconds in-flight requests get before they are cancelled",
     )
     parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=SETTINGS["workers"],
+        metavar="K",
+        help="server processes on the one port (uvicorn's workers), each with an engine "
+        "of its own: max_concurrency and rate_limit then hold per worker",
+    )
+    parser.add_argument(
         "--keepalive",
         dest="keepalive_s",
         type=float,
@@ -118,11 +132,48 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """`turnbon serve`: serves until SIGTERM or SIGINT."""
     from turnbon_graph.cli.models import check_credentials
+
+    config, workers = serve_config(args)
+    from turnbon_graph.serve import run_server
+
+    turn = config.turn
+    check_credentials(
+        config.model, dict(turn.completion_kwargs or {}), turn.selector, turn.selector_kwargs
+    )
+    print(
+        f"turnbon serve: {config.model} (n={config.turn.n}) as {config.name!r} on "
+        f"http://{config.host}:{config.port}/v1"
+        + (f", {workers} worker processes" if workers > 1 else ""),
+        file=sys.stderr,
+    )
+    os.environ[WORKER_ARGV] = json.dumps(list(getattr(args, "argv", None) or []))
+    try:
+        run_server(config, workers=workers, factory=f"{__name__}:worker_app")
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it caught, once it has stopped
+        return INTERRUPTED
+    return 0
+
+
+def worker_app() -> Any:
+    """The app of one `--workers` process, built from the command line it was started
+    with (`WORKER_ARGV`), as the parent built its own."""
+    from turnbon_graph.cli.main import build_parser
+    from turnbon_graph.serve import create_app
+
+    argv = json.loads(os.environ[WORKER_ARGV])
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    return create_app(serve_config(args)[0])
+
+
+def serve_config(args: argparse.Namespace) -> tuple[Any, int]:
+    """The `ServeConfig` of the command line (and its --config file), and how many
+    worker processes serve it."""
     from turnbon_graph.errors import ConfigurationError
 
     settings, options = serve_settings(args)
     try:
-        from turnbon_graph.serve import ServeConfig, run_server
+        from turnbon_graph.serve import ServeConfig
     except ImportError as exc:
         raise ConfigurationError(
             f"turnbon serve needs the serve extra ({exc.name} is missing): "
@@ -138,20 +189,7 @@ def run(args: argparse.Namespace) -> int:
         shutdown_timeout=settings["shutdown_timeout"],
         keepalive_s=settings["keepalive_s"],
     )
-    turn = config.turn
-    check_credentials(
-        config.model, dict(turn.completion_kwargs or {}), turn.selector, turn.selector_kwargs
-    )
-    print(
-        f"turnbon serve: {config.model} (n={config.turn.n}) as {config.name!r} on "
-        f"http://{config.host}:{config.port}/v1",
-        file=sys.stderr,
-    )
-    try:
-        run_server(config)
-    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it caught, once it has stopped
-        return INTERRUPTED
-    return 0
+    return config, settings["workers"]
 
 
 def serve_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -19,6 +19,7 @@ import asyncio
 import hmac
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -127,7 +128,9 @@ class _Service:
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok", "model": self.config.name, "n": self.config.turn.n})
+        return JSONResponse(
+            {"status": "ok", "model": self.config.name, "n": self.config.turn.n, "pid": os.getpid()}
+        )
 
     async def chat(self, request: Request) -> Response:
         if (refused := self._refused(request)) is not None:

@@ -18,8 +18,30 @@ from turnbon_graph.serve.config import DEFAULT_HOST, ServeConfig
 __all__ = ["BackgroundServer", "run_server"]
 
 
-def run_server(config: ServeConfig, *, log_level: str = "info") -> None:
-    """Serves `config` until SIGTERM or SIGINT."""
+def run_server(
+    config: ServeConfig,
+    *,
+    log_level: str = "info",
+    workers: int = 1,
+    factory: str | None = None,
+) -> None:
+    """Serves `config` until SIGTERM or SIGINT; with `workers` > 1, in that many
+    processes on the one port (uvicorn's own workers), each app made by `factory` (an
+    import string "module:function" that builds it afresh in the worker)."""
+    if workers > 1:
+        if factory is None:
+            raise ValueError("several workers need a factory: each builds its own app")
+        uvicorn.run(
+            factory,
+            factory=True,
+            workers=workers,
+            host=config.host,
+            port=config.port,
+            log_level=log_level,
+            timeout_graceful_shutdown=int(config.shutdown_timeout),
+            lifespan="on",
+        )
+        return
     server = uvicorn.Server(_uvicorn_config(create_app(config), config, log_level))
     server.run()
 
