@@ -7,11 +7,14 @@ arms, and every ratio is taken within a round against our graph: the machine is 
 compare the ratios and their spread, not milliseconds. The model id is
 `openai/gpt-4o-mini` (priced in LiteLLM's map) against the stub.
 
-Arms: `graph` (`create_turnbon_graph`, no tool execution), `graph-n` (the same with
-`native_n="auto"`: one call with n=8, the stub honours n), `chat` (`ChatTurnBoN`),
+Arms: `graph` (`create_turnbon_graph` with its defaults, no tool execution: one call
+with n=8, as the stub honours n, and the selector's), `graph-calls` (the same with
+`native_n=False`: a call per candidate, the default before one call became it), `chat`
+(`ChatTurnBoN`),
 `middleware` (`TurnBoNMiddleware` in `create_agent` with `ChatOpenAI`; the tool returns
 directly, so a turn also runs it once), the floors `litellm` (the graph's 9 requests as
-bare `litellm.acompletion` calls), `client` (the same 9 through our `LiteLLMClient`:
+bare `litellm.acompletion` calls: `graph-calls`'s), `client` (the same 9 through our
+`LiteLLMClient`:
 LiteLLM's per-call logging off, no graph), `openai` (the same through the OpenAI SDK),
 `aiohttp` (raw), and the peers `its_hub` (`BestOfN` + `LLMJudge`), `dspy` (`BestOfN`),
 `optillm` (`bon`), `react` (LangGraph's `create_react_agent`, N=1). A peer that cannot be
@@ -19,7 +22,8 @@ imported is skipped with a line saying why.
 
     python benchmarks/turn_cpu.py                          # ours and the floors
     python benchmarks/turn_cpu.py --peers-python .venv-peers/bin/python   # + the peers
-    python benchmarks/turn_cpu.py --scale                  # turns/s at 1..300 episodes
+    python benchmarks/turn_cpu.py --scale                  # turns/s at 1..300 episodes,
+                                                           # graph against graph-calls
     # the profile behind it (200 turns of the graph, in the worker's process):
     python benchmarks/turn_cpu.py --profile graph --turns 200   # cProfile, top 40
 """
@@ -44,7 +48,7 @@ from child_process import Process, answer  # beside this script
 MODEL = "openai/gpt-4o-mini"
 N = 8
 QUESTION = "Find the failing test and fix it."
-OURS = ["graph", "graph-n", "chat", "middleware", "client", "litellm", "openai", "aiohttp"]
+OURS = ["graph", "graph-calls", "chat", "middleware", "client", "litellm", "openai", "aiohttp"]
 PEERS = ["its_hub", "dspy", "optillm", "react"]
 Turn = Callable[[], Awaitable[Any]]
 
@@ -100,8 +104,8 @@ async def our_arm(name: str, url: str, n: int = N) -> Turn:
     endpoint = {"api_base": url, "api_key": "sk-bench"}
     selector = LLMSelector(MODEL, completion_kwargs=endpoint, seed=0)
     ask = {"messages": [HumanMessage(QUESTION)]}
-    if name in ("graph", "graph-n"):
-        native = {"native_n": "auto"} if name == "graph-n" else {}
+    if name in ("graph", "graph-calls"):
+        native = {"native_n": False} if name == "graph-calls" else {}
         graph = create_turnbon_graph(
             MODEL,
             [shell],
@@ -137,12 +141,12 @@ async def our_arm(name: str, url: str, n: int = N) -> Turn:
 
 
 async def floor_arm(name: str, url: str) -> Turn:
-    """The graph's own 9 requests (captured from one turn on a stub of this process)."""
+    """`graph-calls`' 9 requests (captured from one turn on a stub of this process)."""
     from turnbon_graph.testing import StubServer, is_selector_request
 
     with StubServer() as capture:
         capture.script(_capture_reply)
-        graph_turn = await our_arm("graph", capture.base_url)
+        graph_turn = await our_arm("graph-calls", capture.base_url)
         await graph_turn()
         requests = list(capture.requests)
     bodies = [r.body or {} for r in sorted(requests, key=is_selector_request)]
@@ -243,7 +247,21 @@ async def peer_arm(name: str, url: str) -> Turn:
     return lambda: agent.ainvoke({"messages": [("user", QUESTION)]})
 
 
+LAG_TICK_S = 0.01
+
+
 async def measure(turn: Turn, turns: int, concurrency: int = 1) -> dict[str, float]:
+    """CPU and wall time per turn, and the event loop's lag meanwhile: how late a
+    10 ms sleep wakes, p50 and p99."""
+    lags: list[float] = []
+
+    async def probe() -> None:
+        while True:
+            asleep = time.perf_counter()
+            await asyncio.sleep(LAG_TICK_S)
+            lags.append(time.perf_counter() - asleep - LAG_TICK_S)
+
+    watch = asyncio.create_task(probe())
     started, cpu = time.perf_counter(), time.process_time()
     if concurrency == 1:
         for _ in range(turns):
@@ -256,10 +274,13 @@ async def measure(turn: Turn, turns: int, concurrency: int = 1) -> dict[str, flo
 
         await asyncio.gather(*(episode() for _ in range(concurrency)))
         turns *= concurrency
-    return {
+    timings = {
         "cpu": (time.process_time() - cpu) / turns,
         "wall": (time.perf_counter() - started) / turns,
     }
+    watch.cancel()
+    quantiles = statistics.quantiles(lags, n=100) if len(lags) > 1 else [0.0] * 99
+    return {**timings, "lag_p50": quantiles[49], "lag_p99": quantiles[98]}
 
 
 def worker() -> None:
@@ -337,7 +358,7 @@ def compare(args: argparse.Namespace) -> None:
             f"{statistics.median(r['wall'] for r in rows) * 1000:13.1f}"
         )
     if base and results.get("litellm"):
-        for arm in ("graph", "graph-n", "client"):
+        for arm in ("graph", "graph-calls", "client"):
             if results.get(arm):
                 ratios = [
                     a["cpu"] / b["cpu"]
@@ -349,21 +370,35 @@ def compare(args: argparse.Namespace) -> None:
 
 
 def scale(args: argparse.Namespace) -> None:
-    """Turns/s and CPU per turn of N=4 graph turns at 1..300 concurrent episodes (50 ms)."""
+    """Turns/s, CPU per turn and loop lag of N=4 graph turns at 1..300 concurrent
+    episodes (the stub at 50 ms), the default (`graph`) against a call per candidate
+    (`graph-calls`), the two interleaved at each size; ratios are graph / graph-calls."""
     stub = Process([sys.executable, __file__, "--serve", "0.05"])
     url = stub.first_line()
     ours = Process([sys.executable, __file__, "--worker"])
     print(
         f"N=4 graph turns, stub at 50 ms, {args.turns} turns an episode, "
-        f"load {os.getloadavg()[0]:.1f}"
+        f"load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M')}"
     )
-    print(f"{'episodes':>8} {'turns/s':>9} {'CPU ms/turn':>12}")
-    for arm in ("graph", "graph-n"):
-        for episodes in (1, 10, 100, 300):
+    head = f"{'arm':12} {'episodes':>8} {'turns/s':>9} {'CPU ms/turn':>12} {'lag p50/p99 ms':>15}"
+    print(head)
+    for episodes in (1, 10, 100, 300):
+        replies = {}
+        for arm in ("graph-calls", "graph"):
             stub.ask("reset")
             command = {"arm": arm, "url": url, "turns": args.turns, "concurrency": episodes, "n": 4}
-            reply = json.loads(ours.ask(json.dumps(command)))
-            print(f"{arm:8} {episodes:4} {1 / reply['wall']:9.1f} {reply['cpu'] * 1000:12.1f}")
+            reply = replies[arm] = json.loads(ours.ask(json.dumps(command)))
+            lag = f"{reply['lag_p50'] * 1000:.0f}/{reply['lag_p99'] * 1000:.0f}"
+            print(
+                f"{arm:12} {episodes:8} {1 / reply['wall']:9.1f} {reply['cpu'] * 1000:12.1f} "
+                f"{lag:>15}"
+            )
+        one, calls = replies["graph"], replies["graph-calls"]
+        faster, leaner = calls["wall"] / one["wall"], one["cpu"] / calls["cpu"]
+        print(
+            f"{'':12} {episodes:8} graph / graph-calls: turns/s {faster:.2f}x, "
+            f"CPU per turn {leaner:.2f}x"
+        )
     ours.close()
     stub.close()
 
