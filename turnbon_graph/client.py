@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import importlib
 import os
 import random
@@ -348,9 +349,16 @@ def secret_values(kwargs: Mapping[str, Any]) -> list[str]:
     secrets.extend(
         value
         for name, value in os.environ.items()
-        if len(value) >= 8 and _SECRET_ENV_NAME.search(name.upper())
+        if len(value) >= 8 and _secret_env_name(name)
     )
     return [s for s in secrets if len(s) >= 4]
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_env_name(name: str) -> bool:
+    """Whether an environment variable's name looks like a key's: kept per name (the
+    values are read afresh every call), as every call scans the environment."""
+    return _SECRET_ENV_NAME.search(name.upper()) is not None
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
