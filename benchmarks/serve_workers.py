@@ -52,7 +52,9 @@ def start_server(upstream: str, workers: int) -> tuple[subprocess.Popen[bytes], 
     command += ["--api-base", upstream, "-n", "4", "--port", str(port), "--workers", str(workers)]
     command += ["-o", "max_concurrency=256"]
     env = {**os.environ, "OPENAI_API_KEY": "sk-bench", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     pids: set[int] = set()
