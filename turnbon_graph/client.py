@@ -347,9 +347,7 @@ def secret_values(kwargs: Mapping[str, Any]) -> list[str]:
         if isinstance(headers, Mapping):
             secrets.extend(str(v) for v in headers.values() if v)
     secrets.extend(
-        value
-        for name, value in os.environ.items()
-        if len(value) >= 8 and _secret_env_name(name)
+        value for name, value in os.environ.items() if len(value) >= 8 and _secret_env_name(name)
     )
     return [s for s in secrets if len(s) >= 4]
 
