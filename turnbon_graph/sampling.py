@@ -110,25 +110,27 @@ class Budget(BaseModel):
             return n, None  # nothing to estimate from yet
         spent = sum((r.usage.generator + r.usage.selector for r in records), Usage())
         last = records[-1]
-        per_call = _per_call(last.usage.generator)
+        tokens, cost = _generator_costs(last)
         selector = last.usage.selector
-        limits: list[tuple[float, float, float, str]] = []  # (left, per call, selector, what)
+        # (left, the turn's fixed part, per candidate, the selector's, what)
+        limits: list[tuple[float, float, float, float, str]] = []
         if self.turn_tokens is not None:
-            limits.append((self.turn_tokens, per_call[0], selector.total_tokens, "turn tokens"))
+            limits.append((self.turn_tokens, *tokens, selector.total_tokens, "turn tokens"))
         if self.episode_tokens is not None:
             tokens_left = float(self.episode_tokens - spent.total_tokens)
-            limits.append((tokens_left, per_call[0], selector.total_tokens, "episode tokens"))
-        if self.turn_cost_usd is not None and per_call[1] is not None:
-            limits.append((self.turn_cost_usd, per_call[1], selector.cost_usd or 0.0, "turn cost"))
-        if self.episode_cost_usd is not None and per_call[1] is not None:
+            limits.append((tokens_left, *tokens, selector.total_tokens, "episode tokens"))
+        if self.turn_cost_usd is not None and cost is not None:
+            limits.append((self.turn_cost_usd, *cost, selector.cost_usd or 0.0, "turn cost"))
+        if self.episode_cost_usd is not None and cost is not None:
             cost_left = self.episode_cost_usd - (spent.cost_usd or 0.0)
-            limits.append((cost_left, per_call[1], selector.cost_usd or 0.0, "episode cost"))
+            limits.append((cost_left, *cost, selector.cost_usd or 0.0, "episode cost"))
         allowed: int = n
         reason: str | None = None
-        for left, call, select, what in limits:
-            if call <= 0:
+        for left, fixed, each, select, what in limits:
+            if each <= 0:
                 continue
-            fits = int((left - select) // call) if left - select >= 2 * call else 1
+            room = left - select - fixed
+            fits = int(room // each) if room >= 2 * each else 1
             if fits < allowed:
                 allowed, reason = max(1, fits), what
         if allowed < n:
@@ -136,11 +138,25 @@ class Budget(BaseModel):
         return n, None
 
 
-def _per_call(usage: Usage) -> tuple[float, float | None]:
-    """Average tokens (and cost, where priced) of one generator call."""
+def _generator_costs(
+    record: TurnRecord,
+) -> tuple[tuple[float, float], tuple[float, float] | None]:
+    """What the turn's generator paid, as (fixed, per candidate), in tokens and in cost
+    (None where the model is unpriced), to estimate the next turn by.
+
+    A turn of separate calls paid each call whole, per candidate. A turn whose candidates
+    came from one call with `n` paid the prompt once (fixed) and a completion each; its
+    cost is not split between prompt and completion in the record, so it is estimated
+    from above: the whole call fixed, and an nth of it more per candidate."""
+    usage = record.usage.generator
+    price = usage.cost_usd
+    if any(c.usage_estimated for c in record.candidates):
+        k = len(record.candidates)
+        tokens = (float(usage.prompt_tokens), usage.completion_tokens / k)
+        return tokens, (price, price / k) if price is not None else None
     calls = max(usage.calls, 1)
-    cost = usage.cost_usd / calls if usage.cost_usd is not None else None
-    return usage.total_tokens / calls, cost
+    per_call = (0.0, price / calls) if price is not None else None
+    return (0.0, usage.total_tokens / calls), per_call
 
 
 def episode_records(messages: Sequence[BaseMessage]) -> list[TurnRecord]:

@@ -197,6 +197,33 @@ async def test_budget_steps_down_to_fewer_candidates_then_one(stub: StubServer) 
     assert len(stub.requests) == 1
 
 
+def previous_one_call_turn(prompt: int, completion: int, k: int, selector: int) -> AIMessage:
+    """An earlier turn whose k candidates came from one call with `n` (shares of it)."""
+    message = previous_turn(prompt, completion, 1, selector)
+    record = message.response_metadata[RECORD_KEY]
+    share = {"prompt_tokens": prompt // k, "completion_tokens": completion // k}
+    record["candidates"] = [
+        {"index": i, "model": "openai/stub", "usage": share, "usage_estimated": True}
+        for i in range(k)
+    ]
+    return message
+
+
+async def test_a_budget_counts_a_one_call_turns_prompt_once(stub: StubServer) -> None:
+    counter = iter(range(100))
+    stub.route(lambda r: not is_selector_request(r), lambda _: shell(f"c{next(counter)}"))
+    stub.route(is_selector_request, selector_answer(0))
+    # Last turn: one call for 8 candidates, its prompt 1,000 tokens once and 50 completion
+    # tokens each; a 50-token selector call (1,450 spent). Four more fit in 1,250: the
+    # prompt once, four completions, the selector (a call each would have afforded one).
+    history = [HumanMessage("go"), previous_one_call_turn(1000, 400, 8, 50)]
+    budgeted = engine(stub, n=8, budget=Budget(episode_tokens=1450 + 50 + 1000 + 4 * 50))
+    record = turn_record(await budgeted.run(history))
+    assert record is not None
+    assert record.n_requested == 4
+    assert record.sampling.budget == "budget (episode tokens): 4 of 8 candidates"
+
+
 async def test_the_record_and_state_round_trip_the_sampling(stub: StubServer) -> None:
     stub.route(lambda r: not is_selector_request(r), shell("a"), shell("b"), shell("a"), shell("a"))
     stub.route(is_selector_request, selector_answer(0))
