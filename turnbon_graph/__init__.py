@@ -10,7 +10,13 @@ pay for importing LangGraph; `from turnbon_graph import X` works as usual.
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
+
+try:  # declared once, in pyproject.toml: the installed distribution's metadata says it
+    __version__ = version("turnbon-graph")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 if TYPE_CHECKING:
     from turnbon_graph.candidates import Candidate, canonical_action
