@@ -157,11 +157,12 @@ def run(args: argparse.Namespace) -> int:
 def worker_app() -> Any:
     """The app of one `--workers` process, built from the command line it was started
     with (`WORKER_ARGV`), as the parent built its own."""
-    from turnbon_graph.cli.main import build_parser
     from turnbon_graph.serve import create_app
 
-    argv = json.loads(os.environ[WORKER_ARGV])
-    args = build_parser().parse_args(argv)
+    argv = json.loads(os.environ[WORKER_ARGV])  # ["serve", flags...]
+    parser = argparse.ArgumentParser(prog="turnbon serve")
+    serve_arguments(parser)
+    args = parser.parse_args(argv[1:])
     args.argv = argv
     return create_app(serve_config(args)[0])
 
