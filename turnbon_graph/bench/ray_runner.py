@@ -26,15 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from turnbon_graph.bench.attempt import run_episode
 from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
 from turnbon_graph.bench.limits import ClusterLimit, SlotBook, limit_engine
-from turnbon_graph.bench.runner import (
-    BenchConfig,
-    Progress,
-    plan_run,
-    record_episode,
-    run_episode,
-)
+from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode
+from turnbon_graph.bench.progress import Progress
 from turnbon_graph.bench.runs import EpisodeResult, read_episodes, setting_label, turns_path
 from turnbon_graph.errors import ConfigurationError, TurnBoNError
 from turnbon_graph.turn import TurnEngine

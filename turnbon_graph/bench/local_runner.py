@@ -1,0 +1,46 @@
+"""The benchmark runner on this event loop: a run's episodes concurrently, in this process.
+
+Episodes run up to `BenchConfig.concurrency` at once, each in its own environment episode
+(its own working directory, tools and verifier), with a progress bar. Only one episode's
+line is written at a time, each once its episode is over (`plan.record_episode`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from turnbon_graph.bench.attempt import run_episode
+from turnbon_graph.bench.environment import Environment, TaskSpec
+from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode
+from turnbon_graph.bench.progress import Progress
+from turnbon_graph.bench.runs import EpisodeResult, read_episodes
+
+
+async def run_locally(
+    environment: Environment,
+    config: BenchConfig,
+    run_dir: Path,
+    *,
+    tasks: Sequence[str] | None = None,
+    progress: bool = True,
+) -> list[EpisodeResult]:
+    """`run_benchmark` here, on this event loop; every episode result of the run."""
+    plan = plan_run(environment, config, run_dir, tasks)
+    engines = plan.engines
+    bar = Progress(total=len(plan.todo), enabled=progress)
+    limit = asyncio.Semaphore(config.concurrency)
+    lock = asyncio.Lock()
+
+    async def one(task: TaskSpec, trial: int, n: int) -> None:
+        async with limit:
+            result = await run_episode(environment, engines[n], task, trial, n, run_dir)
+        async with lock:
+            record_episode(run_dir, result, bar)
+
+    try:
+        await asyncio.gather(*(one(task, trial, n) for task, trial, n in plan.todo))
+    finally:
+        bar.close()
+    return read_episodes(run_dir)

@@ -1,0 +1,119 @@
+"""What a bench run runs and what its run folder still lacks, for every runner.
+
+`plan_run` writes the folder's settings (or checks a rerun's against them) and lists the
+episodes without a line in episodes.jsonl; `record_episode` writes that line last, so a
+killed run resumes by skipping exactly the episodes that have one. The local runner and
+the Ray runner both plan and record through here, so they write the same run folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from turnbon_graph.bench.environment import Environment, TaskSpec, chosen_tasks
+from turnbon_graph.bench.progress import Progress
+from turnbon_graph.bench.runs import (
+    EPISODES_FILE,
+    SETTINGS_FILE,
+    EpisodeResult,
+    RunSettings,
+    append_line,
+    read_episodes,
+    setting_label,
+)
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.selectors.base import Selector
+from turnbon_graph.turn import TurnEngine
+
+
+@dataclass
+class BenchConfig:
+    """What to run: the model and its options, the settings to compare, the repetitions."""
+
+    model: str
+    n_values: list[int] = field(default_factory=lambda: [1, 4])
+    selector: str | Selector | None = None
+    trials: int = 1
+    concurrency: int = 4
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    """Further `TurnEngine.from_options` keywords (completion_kwargs, timeout, ...)."""
+    redo_errors: bool = False
+    """Run again the episodes the run folder has that ended in an agent error (a key or an
+    endpoint fixed since); their new lines supersede the old ones."""
+
+
+Todo = tuple[TaskSpec, int, int]
+"""An episode to run: the task, the trial, N."""
+
+
+@dataclass
+class RunPlan:
+    """A run's folder prepared (or checked, on a rerun) and the episodes it lacks."""
+
+    engines: dict[int, TurnEngine]
+    todo: list[Todo]
+
+
+def plan_run(
+    environment: Environment, config: BenchConfig, run_dir: Path, tasks: Sequence[str] | None
+) -> RunPlan:
+    """One engine per N, the run folder's settings written (or checked against a rerun's),
+    and every (task, trial, N) the folder has no episode line of yet."""
+    chosen = chosen_tasks(environment, tasks)
+    engines = {
+        n: TurnEngine.from_options(
+            config.model, n=n, selector=config.selector, **config.engine_options
+        )
+        for n in config.n_values
+    }
+    settings = RunSettings(
+        environment=environment.name,
+        model=config.model,
+        selector=engines[max(config.n_values)].selector.name,
+        n_values=config.n_values,
+        trials=config.trials,
+        tasks=[t.id for t in chosen],
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    _prepare(run_dir, settings)
+    done = {
+        r.key
+        for r in read_episodes(run_dir)
+        if not (config.redo_errors and r.outcome == "agent_error")
+    }
+    todo = [
+        (task, trial, n)
+        for n in config.n_values
+        for task in chosen
+        for trial in range(config.trials)
+        if (setting_label(n), task.id, trial) not in done
+    ]
+    return RunPlan(engines, todo)
+
+
+def record_episode(run_dir: Path, result: EpisodeResult, bar: Progress) -> None:
+    """An episode's line, written last: from now on the run counts it as done."""
+    append_line(run_dir / EPISODES_FILE, result.model_dump_json())
+    bar.update(result)
+
+
+def _prepare(run_dir: Path, settings: RunSettings) -> None:
+    """Creates the run folder, or checks that a rerun asks for the same run."""
+    path = run_dir / SETTINGS_FILE
+    if path.exists():
+        previous = RunSettings.model_validate_json(path.read_text(encoding="utf-8"))
+        mine = settings.model_dump(exclude={"created"})
+        theirs = previous.model_dump(exclude={"created"})
+        if mine != theirs:
+            changed = sorted(k for k in mine if mine[k] != theirs[k])
+            raise ConfigurationError(
+                f"{run_dir} holds a run with other settings ({', '.join(changed)} differ); "
+                "use a new run folder, or the same arguments to resume it"
+            )
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(settings.model_dump_json(indent=2), encoding="utf-8")
