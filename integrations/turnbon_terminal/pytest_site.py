@@ -13,16 +13,19 @@ import hashlib
 import importlib.metadata as metadata
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from turnbon_graph.extras import install_hint
+from turnbon_terminal.errors import TerminalError
 from turnbon_terminal.workroot import private_dir, remove_tree
 
 
-class PytestMissingError(Exception):
-    """pytest is not installed for this interpreter."""
+class PytestMissingError(TerminalError, ImportError):
+    """pytest is not installed for this interpreter (it comes with the `terminal` extra)."""
 
 
 def _distributions(name: str = "pytest") -> list[metadata.Distribution]:
@@ -38,7 +41,9 @@ def _distributions(name: str = "pytest") -> list[metadata.Distribution]:
         except metadata.PackageNotFoundError:
             if wanted == name:
                 raise PytestMissingError(
-                    "pytest is not installed for this Python: `pip install pytest`"
+                    "the terminal environment's verifier runs each task's tests with "
+                    f"pytest, which is not installed for this Python ({sys.executable}): "
+                    f"install the terminal extra: {install_hint('terminal')}"
                 ) from None
             continue  # an optional dependency of another platform
         found[key] = dist

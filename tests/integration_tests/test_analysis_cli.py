@@ -20,6 +20,7 @@ from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, read_reports
 from turnbon_graph.analysis.trajectories import load_trajectories
 from turnbon_graph.bench.report_format import DASH
 from turnbon_graph.cli import main
+from turnbon_graph.extras import install_hint
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion
 
 TASKS = ["largest-file", "sales-total", "csv-to-json"]
@@ -94,7 +95,8 @@ def test_analyze_without_matplotlib_says_how_to_get_the_plots(
     out = tmp_path / "out"
     assert main(["analyze", str(bench_run), "--out", str(out), "--resamples", "50"]) == 0
     text = (out / "analysis.md").read_text(encoding="utf-8")
-    assert "matplotlib is not installed" in text and "turnbon-graph[plots]" in text
+    assert "matplotlib is not installed" in text
+    assert install_hint("plots", markdown=True) in text
     assert "| N=4 | Edits a file |" in text
     assert sorted(p.name for p in out.iterdir()) == ["analysis.md", "report.html"]
 

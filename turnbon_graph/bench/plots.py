@@ -1,6 +1,6 @@
 """PNG plots of a run, as in the paper's Figures 2 and 3 and Table 1.
 
-matplotlib is an optional extra (`pip install 'turnbon-graph[plots]'`): it is imported
+matplotlib comes with the `plots` extra (`PLOTS_INSTALL` says how): it is imported
 inside the functions, and figures are drawn on an Agg canvas through the object API
 (never pyplot), so plotting changes no global backend and works in threads and notebooks.
 Each function takes plain numbers, so notebooks can plot their own slices.
@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING
 
 from turnbon_graph.bench import metrics
 from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.extras import install_hint
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
-PLOTS_INSTALL = "pip install 'turnbon-graph[plots]'"
-"""The command that installs what the plots need."""
+PLOTS_INSTALL = install_hint("plots", markdown=True)
+"""How to install what the plots need, in Markdown (each command in backticks)."""
 
 BASELINE_COLOR = "#4d4d4d"
 TIMES = "\u00d7"

@@ -61,7 +61,7 @@ def write_report(
         else:
             plots_note = (
                 f"Plots were skipped: matplotlib is not installed. Install it with "
-                f"`{plots.PLOTS_INSTALL}` and run `turnbon report {run_dir}` again."
+                f"{plots.PLOTS_INSTALL}, and run `turnbon report {run_dir}` again."
             )
 
     text = render_report(
