@@ -20,7 +20,7 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 if TYPE_CHECKING:
     from turnbon_graph.candidates import Candidate, canonical_action
-    from turnbon_graph.chat_model import ChatTurnBoN
+    from turnbon_graph.chat import ChatTurnBoN
     from turnbon_graph.config import TurnConfig
     from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, TurnBoNError
     from turnbon_graph.generate import ModelSpec
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 _SOURCES = {
     "Candidate": "candidates",
     "canonical_action": "candidates",
-    "ChatTurnBoN": "chat_model",
+    "ChatTurnBoN": "chat",
     "TurnConfig": "config",
     "AllCandidatesFailedError": "errors",
     "ConfigurationError": "errors",

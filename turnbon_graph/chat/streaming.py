@@ -99,7 +99,7 @@ class ReplayStreaming(BaseChatModel):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> Iterator[AIMessageChunk]:
-        """The chosen message as chunks, once the turn is decided (`chat_streaming`)."""
+        """The chosen message as chunks, once the turn is decided (`chat.streaming`)."""
         config, call = _stream_call(config)
         yield from super().stream(input, config, stop=stop, **{STREAM_CALL: call}, **kwargs)
 

@@ -22,10 +22,10 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, ValidationError, model_validator
 
-from turnbon_graph.chat_events import EVENT_NAME, async_events, sync_events
-from turnbon_graph.chat_streaming import STREAM_CALL, ReplayStreaming
-from turnbon_graph.chat_structured import StructuredMethod, structured_output
-from turnbon_graph.chat_usage import areport_selector, chat_result, report_selector, selector_model
+from turnbon_graph.chat.events import EVENT_NAME, async_events, sync_events
+from turnbon_graph.chat.streaming import STREAM_CALL, ReplayStreaming
+from turnbon_graph.chat.structured import StructuredMethod, structured_output
+from turnbon_graph.chat.usage import areport_selector, chat_result, report_selector, selector_model
 from turnbon_graph.config import TurnConfig, configuration_error, option_values, turn_config
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.generate import ModelSpec
@@ -65,7 +65,7 @@ class ChatTurnBoN(ReplayStreaming, TurnConfig):
     `response_format` and any other completion settings go to the generator calls of
     that call only. A per-call `model` is refused: the models are fixed at construction.
     `with_structured_output` takes `method="function_calling"`, `"json_schema"` or
-    `"json_mode"` (`chat_structured`).
+    `"json_mode"` (`chat.structured`).
 
     Streaming: a turn is decided only once its candidates are in, so `stream`/`astream`
     run the whole turn, then replay the chosen message as `AIMessageChunk`s (its text,
@@ -79,14 +79,14 @@ class ChatTurnBoN(ReplayStreaming, TurnConfig):
     generator's `model_name`; the selector's calls are reported as a child LLM run named
     `"turnbon_selector"` whose message names the selector's model, so
     `get_usage_metadata_callback()` books each under its own model and their sum is what
-    the turn cost (`chat_usage`). The turn record keeps the generator/selector split in
+    the turn cost (`chat.usage`). The turn record keeps the generator/selector split in
     `usage` and the chosen candidate's own usage in `candidates[selected_index].usage`.
 
     Progress events (candidate_arrived, candidate_failed, selection_made) are dispatched
     as custom callback events named `"turnbon"` on the model's run, so they show up in
     `astream_events` as `on_custom_event`, and, when the model runs inside a LangGraph
     graph, written to the graph's custom stream (`stream_mode="custom"`) with
-    `"source": "turnbon"` (`chat_events`).
+    `"source": "turnbon"` (`chat.events`).
 
     The engine is built once, at construction (configuration errors raise
     `ConfigurationError` there), rebuilt only if the options are changed afterwards, and
