@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -92,6 +93,15 @@ def test_all_is_every_user_facing_extra() -> None:
             requirement = Requirement(text)
             if requirement.name == "turnbon-graph":
                 assert requirement.extras <= set(extras), (name, text)
+
+
+def test_the_changelog_names_the_version() -> None:
+    # pyproject.toml declares the version; __version__ and the wheel read it from there.
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+[^\]]*)\]", text, flags=re.MULTILINE)
+    assert released, "no version heading (## [X.Y.Z] - date) in CHANGELOG.md"
+    assert released[0] == _project()["version"] == turnbon_graph.__version__
+    assert "Semantic Versioning" in text and "DeprecationWarning" in text
 
 
 def test_install_hints_name_no_index() -> None:
