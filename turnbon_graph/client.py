@@ -74,7 +74,8 @@ class LiteLLMClient:
     and jitter, waiting at least as long as a Retry-After header asks. A Retry-After over
     `max_backoff` (60 s) is not waited out: that call fails at once, recorded like any
     failure, so one throttled call never holds a turn for minutes. Other errors (bad
-    request, authentication) fail at once.
+    request) fail at once; a missing or refused key (`key_error`) fails at once as a
+    `ConfigurationError` naming the variable to set, whatever status LiteLLM gave it.
 
     With a `router` (a `litellm.Router`), a call whose model names one of its model groups
     goes through `router.acompletion` instead, and the Router retries it: its load
@@ -115,7 +116,7 @@ class LiteLLMClient:
         # an async context manager, is held inside this client's own for every call).
         self.shared_limit = shared_limit
         # The Router's model groups, read once: a model id in them is routed.
-        self._groups = frozenset(router.get_model_names()) if router is not None else frozenset()
+        self._groups = router_groups(router) if router is not None else frozenset()
         self._throttler = _throttler(rate_limit)
         self._jitter = random.Random(seed)
         # asyncio.Semaphore binds to the loop it first waits on; sync entry points
@@ -164,8 +165,13 @@ class LiteLLMClient:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                wait = self._backoff(attempt, exc) if is_retryable(exc) else None
-                if attempt > retries or wait is None:
+                # A missing or refused key fails every call alike: never retried.
+                failure = key_error(litellm, exc, kwargs, routed=routed)
+                if failure is None:
+                    wait = self._backoff(attempt, exc) if is_retryable(exc) else None
+                    if attempt <= retries and wait is not None:
+                        await asyncio.sleep(wait)
+                        continue
                     failure = redact_error(exc, secret_values(kwargs))
                     asked = retry_after_seconds(exc)
                     if asked is not None and asked > self.max_backoff:
@@ -177,9 +183,6 @@ class LiteLLMClient:
                         )
                     elif failure is exc:
                         raise
-                else:
-                    await asyncio.sleep(wait)
-                    continue
             if failure is not None:
                 # Raised here, outside the `except`, so that the original (whose text or
                 # chain holds a secret) is neither its __cause__ nor its __context__.
@@ -238,6 +241,22 @@ def _import_litellm() -> ModuleType:
     return _litellm
 
 
+def import_litellm() -> ModuleType:
+    """LiteLLM, imported here and now if it is not yet (with the bundled price map,
+    `use_bundled_price_map`); for code off any event loop (`load_litellm` on one)."""
+    return _litellm if _litellm is not None else _import_litellm()
+
+
+def router_groups(router: Any) -> frozenset[str]:
+    """The model names a `litellm.Router` routes: `registry().names()` (what the
+    deprecated `get_model_names` returned), or `get_model_names()` on a Router that
+    predates the registry."""
+    registry = getattr(router, "registry", None)
+    if callable(registry):
+        return frozenset(registry().names())
+    return frozenset(router.get_model_names())
+
+
 def use_bundled_price_map() -> None:
     """Makes LiteLLM read the price map bundled with it instead of fetching the newest one
     from the internet when it is imported (a network call at import stalls offline and
@@ -283,6 +302,60 @@ def is_retryable(exc: BaseException) -> bool:
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status in _RETRYABLE_STATUS or status >= 500)
+
+
+MISSING_KEY_TEXTS = ("Missing credentials", "api_key client option must be set")
+"""What LiteLLM's and the OpenAI SDK's errors say when a call had no key at all (LiteLLM
+raises them as an InternalServerError, a 500, which would otherwise be retried)."""
+_KEY_NAME = re.compile(r"\b[A-Z][A-Z0-9_]*_API_KEY\b")
+
+
+def key_error(
+    litellm: Any, exc: BaseException, kwargs: Mapping[str, Any], *, routed: bool = False
+) -> ConfigurationError | None:
+    """A `ConfigurationError` for a call that surely failed for its key: LiteLLM's
+    `AuthenticationError` (a 401), or its messages for a call made with no key at all
+    (`MISSING_KEY_TEXTS`); None for any other failure. It names the variable the
+    provider reads (LiteLLM's `validate_environment`, else the names the error gives)
+    and what to do; the provider's own words follow, every secret redacted."""
+    from litellm.exceptions import AuthenticationError
+
+    text = str(exc)
+    missing = any(words in text for words in MISSING_KEY_TEXTS)
+    if not missing and not isinstance(exc, AuthenticationError):
+        return None
+    model = str(kwargs.get("model"))
+    said = redact(describe_error(exc), secret_values(kwargs))
+    if routed:
+        return ConfigurationError(
+            f"a deployment of the Router's model group {model} has no key, or its key was "
+            f"refused: give each deployment its api_key (litellm_params) ({said})"
+        )
+    given = bool(kwargs.get("api_key"))
+    unset: list[str] = []
+    if not given:
+        try:
+            found = litellm.validate_environment(model=model, api_base=kwargs.get("api_base"))
+            unset = list(found.get("missing_keys") or [])
+        except Exception:  # a model LiteLLM cannot look up: the error's own words stand
+            unset = []
+    named = list(dict.fromkeys(_KEY_NAME.findall(text)))
+    if missing or unset:
+        variable = " or ".join(unset or named) or "its provider's API key variable"
+        return ConfigurationError(
+            f"the model {model} needs {variable}, which is not set: export it, or pass "
+            "api_key in completion_kwargs (a server of your own that checks no key takes "
+            f"any value) ({said})"
+        )
+    which = (
+        "the api_key passed"
+        if given
+        else " or ".join(named) or "the key it read from the environment"
+    )
+    return ConfigurationError(
+        f"the provider refused the key of {model}: check {which} (a key of this provider "
+        f"and endpoint, not revoked), then run again ({said})"
+    )
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
