@@ -1,24 +1,33 @@
 """The flags the commands share, each defined once (`SHARED`: the same names, short
 forms, types and defaults in every command that takes it), the argument groups built
 from them, the help formatter that shows every default, their checks, run folder names
-and resume hints. Only the standard library: `turnbon --help` answers at once."""
+and resume hints, and the parser class whose errors say what was meant. Only the
+standard library: `turnbon --help` answers at once."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 STUB_MODEL = "stub"
 """--model stub: the environment's own scripted stub policy on a loopback server."""
 INTERRUPTED = 130
 """The shell's code for a run stopped by Ctrl-C."""
 DEFAULT_ENV = "terminal"
+SELECTOR_KEYWORDS = ("first", "random", "majority")
+"""The `--selector` names of selectors that call no model (`models.make_selector`)."""
+MODEL_HINT = (
+    "a LiteLLM model id such as openai/gpt-4o-mini, or --model stub to try it offline "
+    "(the environment's scripted stub policy: no API key, no network)"
+)
+"""What a command that requires --model says when it is missing."""
 
 
 def positive_float(text: str) -> float:
@@ -41,6 +50,108 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is less than 1")
     return value
+
+
+def selector_name(text: str) -> str:
+    """argparse type of --selector: a keyword or a LiteLLM model id, as given. A name
+    with no provider prefix that is a near miss of a keyword (`majorty`, `First`) is
+    refused here, with the keyword it resembles: no model LiteLLM knows is that close
+    to one (tested against its model list), so no LiteLLM import is needed to tell.
+    Other names are model ids, checked against LiteLLM before anything runs."""
+    if text in SELECTOR_KEYWORDS or "/" in text:
+        return text
+    close = difflib.get_close_matches(text.lower(), SELECTOR_KEYWORDS, n=1, cutoff=0.75)
+    if close:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no selector: did you mean {close[0]}? {selector_choices()}"
+        )
+    return text
+
+
+def selector_choices() -> str:
+    """The selectors --selector takes, in words."""
+    return (
+        f"(selectors that call no model: {', '.join(SELECTOR_KEYWORDS)}; anything else is "
+        "a LiteLLM model id for an LLM selector, e.g. openai/gpt-4o-mini)"
+    )
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of `turnbon` and of each of its commands, whose errors say what was
+    meant: an unknown flag is reported by the command that was given it, with its usage
+    and the closest flag it has (`--trails`: did you mean --trials?); an invalid choice
+    with the closest choice; a missing required flag with its `hints` entry.
+
+    argparse hands everything after a command's name to that command's parser
+    (`parse_known_args`) and reports what it left over at the top, with the top-level
+    usage; so each parser notes on the namespace that it left them, and `parse_args`
+    has the parser that owns them report them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hints: dict[str, str] = {}
+        """Said after "the following arguments are required: FLAG", by flag."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace or argparse.Namespace())
+        if extras and not hasattr(parsed, _EXTRAS_OWNER):
+            setattr(parsed, _EXTRAS_OWNER, self)  # the innermost parser that left some
+        return parsed, extras
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        namespace, extras = self.parse_known_args(args, namespace)
+        owner = vars(namespace).pop(_EXTRAS_OWNER, self)
+        if extras:
+            owner.error(unrecognized(extras, owner))
+        return namespace
+
+    def error(self, message: str) -> NoReturn:
+        super().error(self.explained(message))
+
+    def explained(self, message: str) -> str:
+        """argparse's `message` with what the user probably meant."""
+        words = re.findall(r"-[\w-]+", message)
+        if message.startswith("the following arguments are required:") or message.endswith(
+            "expected one argument"
+        ):
+            hints = [hint for flag, hint in self.hints.items() if flag in words]
+            return f"{message} ({'; '.join(hints)})" if hints else message
+        found = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if found:
+            choices = re.findall(r"'([^']*)'", found.group(2))
+            close = difflib.get_close_matches(found.group(1), choices, n=1)
+            if close:
+                return f"{message}; did you mean {close[0]}?"
+        return message
+
+
+_EXTRAS_OWNER = "_turnbon_extras_owner"
+
+
+def unrecognized(extras: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's "unrecognized arguments" message, with the closest flag `parser` has
+    for each unknown one."""
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    unknown = [extra.partition("=")[0] for extra in extras if extra.startswith("--")]
+    guesses = []
+    for given in unknown:
+        close = difflib.get_close_matches(given, flags, n=1)
+        if close:
+            guesses.append(f"{close[0]} (for {given})" if len(unknown) > 1 else close[0])
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    if guesses:
+        message += f"; did you mean {' or '.join(guesses)}?"
+    return message
+
+
+def hint(parser: argparse.ArgumentParser, flag: str, text: str) -> None:
+    """What `parser` says after naming `flag` as a missing required argument."""
+    if isinstance(parser, CommandParser):
+        parser.hints[flag] = text
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -83,7 +194,7 @@ class Flag:
         parser.add_argument(*self.names, **options)
 
 
-SELECTOR_METAVAR = "MODEL|first|random|majority"
+SELECTOR_METAVAR = "|".join(("MODEL", *SELECTOR_KEYWORDS))
 
 SHARED: dict[str, Flag] = {
     "env": Flag(
@@ -109,6 +220,7 @@ SHARED: dict[str, Flag] = {
     "selector": Flag(
         ("--selector",),
         {
+            "type": selector_name,
             "metavar": SELECTOR_METAVAR,
             "help": "a LiteLLM model id for an LLM selector, or a selector that calls no "
             "model (default: an LLM selector on --model)",
@@ -243,6 +355,7 @@ def episode_arguments(parser: argparse.ArgumentParser, *, selector: str) -> None
         help="run only these task ids (default: all)",
     )
     SHARED["model"].add(parser, required=True)
+    hint(parser, "--model", MODEL_HINT)
     SHARED["selector"].add(
         parser,
         help=f"{selector}: a LiteLLM model id, or a selector that calls no model "

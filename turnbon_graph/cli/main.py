@@ -8,18 +8,23 @@ import os
 import sys
 from collections.abc import Callable
 
+from turnbon_graph import __version__
 from turnbon_graph.cli import analyze, bench, judge, report, rollouts, serve
 from turnbon_graph.cli import run as run_command
+from turnbon_graph.cli.arguments import CommandParser
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """`turnbon` and its commands, each a `CommandParser`: a mistake is reported by the
+    command it was made in, with that command's usage and what was probably meant."""
+    parser = CommandParser(
         prog="turnbon",
         description="Turn-level best-of-N sampling for LangGraph agents.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in (run_command, bench, report, judge, analyze, rollouts, serve):
         command.add_parser(commands)
     return parser

@@ -1,14 +1,16 @@
 """From the model and selector flags to a TurnEngine's options: selector names, the
-selector's connection, the loopback stub that plays `--model stub`."""
+selector's connection, the loopback stub that plays `--model stub`; and the checks made
+before anything runs, that LiteLLM can route each model id and has its key."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.cli.arguments import STUB_MODEL, default_run_dir
+from turnbon_graph.cli.arguments import SELECTOR_KEYWORDS, STUB_MODEL, default_run_dir
 
 if TYPE_CHECKING:
     from contextlib import ExitStack
@@ -40,6 +42,9 @@ def episode_setup(args: argparse.Namespace, *, kind: str | None = None) -> Episo
     selector = make_selector(args.selector, args.seed)
     refuse_ignored_flags(args, selector)
     environment = load_environment(args.env, args.tasks)
+    check_model_ids(
+        args.model, selector, api_base=args.api_base, selector_api_base=args.selector_api_base
+    )
     name = f"{args.env}-{kind}" if kind else args.env
     return EpisodeSetup(
         selector=selector,
@@ -108,28 +113,144 @@ def refuse_ignored_flags(args: argparse.Namespace, selector: str | Selector | No
             )
 
 
+def check_model_ids(
+    model: str | None,
+    selector: object = None,
+    *,
+    api_base: str | None = None,
+    selector_api_base: str | None = None,
+) -> None:
+    """Refuses, before anything runs (no server started, no run folder, no task shown), a
+    `--model` or a `--selector` model id that LiteLLM cannot route (`check_routes`).
+    LiteLLM is imported only when there is a model id to check: not for the stub, the
+    embedded model or a selector that calls no model."""
+    checks: list[tuple[str, str, dict[str, Any]]] = []
+    if model is not None and model not in (STUB_MODEL, STUB_ID):
+        checks.append(("the model", model, {"api_base": api_base} if api_base else {}))
+    if isinstance(selector, str):
+        kwargs = {"api_base": selector_api_base} if selector_api_base else {}
+        checks.append(("the selector", selector, kwargs))
+    if checks:
+        litellm = _litellm()
+        for what, name, kwargs in checks:
+            check_route(litellm, what, name, kwargs)
+
+
+def _litellm() -> Any:
+    from turnbon_graph.client import import_litellm
+
+    litellm: Any = import_litellm()
+    litellm.suppress_debug_info = True  # its provider-list banner for an unknown model id
+    return litellm
+
+
+def check_route(
+    litellm: Any, what: str, name: str, kwargs: dict[str, Any], router: Any = None
+) -> None:
+    """Refuses model id `name` (`what`: "the model" or "the selector") when LiteLLM
+    cannot tell its provider, as its completion call would (`get_llm_provider`, with the
+    call's api_base and custom_llm_provider): every call of the run would fail with "LLM
+    Provider NOT provided". Says what was probably meant: the closest provider LiteLLM
+    knows for an unknown prefix (`opnai/...`: openai/...), the closest model it knows
+    for a bare name, the closest selector keyword for the selector. A model group of
+    `router` passes (the Router routes it)."""
+    from turnbon_graph.errors import ConfigurationError
+
+    if router is not None and name in router_groups(router):
+        return
+    problem = route_problem(litellm, name, kwargs)
+    if problem is None:
+        return
+    reason, meant = problem
+    if what == "the selector":
+        close = difflib.get_close_matches(name.lower(), SELECTOR_KEYWORDS, n=1, cutoff=0.5)
+        guesses = [*close, *meant]
+        raise ConfigurationError(
+            f"the selector {name} is neither a selector that calls no model "
+            f"({', '.join(SELECTOR_KEYWORDS)}) nor a model id LiteLLM can route (it {reason})"
+            + (f": did you mean {' or '.join(guesses)}?" if guesses else "")
+            + f" {MODEL_ID_FORM}"
+        )
+    raise ConfigurationError(
+        f"the model {name} {reason}"
+        + (f": did you mean {' or '.join(meant)}?" if meant else "")
+        + f" {MODEL_ID_FORM}"
+    )
+
+
+MODEL_ID_FORM = (
+    "(a LiteLLM model id is PROVIDER/MODEL, e.g. openai/gpt-4o-mini or "
+    "anthropic/claude-sonnet-4-5; for a server of your own, hosted_vllm/NAME, ollama/NAME "
+    "or openai/NAME with --api-base URL)"
+)
+
+
+def route_problem(litellm: Any, name: str, kwargs: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """None when LiteLLM routes model id `name` with these call settings; else why not,
+    and the routable ids that were probably meant (closest first)."""
+    model = (litellm.model_alias_map or {}).get(name, name)
+    if _routes(litellm, model, kwargs):
+        return None
+    prefix, slash, rest = name.partition("/")
+    if slash:
+        providers = [str(getattr(p, "value", p)) for p in litellm.provider_list]
+        close = difflib.get_close_matches(prefix.lower(), providers, n=1)
+        meant = [f"{p}/{rest}" for p in close if _routes(litellm, f"{p}/{rest}", kwargs)]
+        return f"names {prefix!r}, a provider LiteLLM does not know", meant
+    known = [
+        key
+        for key, info in litellm.model_cost.items()
+        if "/" not in key and isinstance(info, dict) and info.get("mode") == "chat"
+    ]
+    close = difflib.get_close_matches(name, known, n=1)
+    meant = [m for m in close if _routes(litellm, m, kwargs)]
+    return "has no provider prefix, and LiteLLM knows no model of that name", meant
+
+
+def _routes(litellm: Any, model: str, kwargs: dict[str, Any]) -> bool:
+    try:
+        litellm.get_llm_provider(
+            model=model,
+            custom_llm_provider=kwargs.get("custom_llm_provider"),
+            api_base=kwargs.get("api_base"),
+        )
+    except Exception:  # LiteLLM's BadRequestError "LLM Provider NOT provided", or any other
+        return False
+    return True
+
+
+def router_groups(router: Any) -> frozenset[str]:
+    """The model groups a `litellm.Router` routes (`client.router_groups`)."""
+    from turnbon_graph.client import router_groups as groups
+
+    return groups(router)
+
+
 def check_credentials(
     model: str,
     completion_kwargs: dict[str, Any],
     selector: object = None,
     selector_kwargs: dict[str, Any] | None = None,
+    *,
+    router: Any = None,
 ) -> None:
     """Refuses, before anything runs, a model (the generator, or the selector's model id)
-    whose provider takes an API key from the environment when none is set and none is
-    passed (`api_key`): otherwise every call of the run fails, and a bench run records
-    every episode as an agent error, which a rerun then resumes past. LiteLLM's
-    `validate_environment` names the provider's variables; only providers that need a
-    `*_API_KEY` are refused (AWS, Vertex or Ollama credentials come from elsewhere too)."""
-    import litellm
-
+    that LiteLLM cannot route (`check_route`), or whose provider takes an API key from
+    the environment when none is set and none is passed (`api_key`): otherwise every
+    call of the run fails, and a bench run records every episode as an agent error,
+    which a rerun then resumes past. LiteLLM's `validate_environment` names the
+    provider's variables; only providers that need a `*_API_KEY` are refused (AWS,
+    Vertex or Ollama credentials come from elsewhere too). A model group of `router`
+    is the Router's to route and key."""
     from turnbon_graph.errors import ConfigurationError
 
-    litellm.suppress_debug_info = True  # its provider-list banner for an unknown model id
+    litellm = _litellm()
     checks = [("the model", model, completion_kwargs)]
     if isinstance(selector, str):
         checks.append(("the selector", selector, selector_kwargs or {}))
     for what, name, kwargs in checks:
-        if kwargs.get("api_key"):
+        check_route(litellm, what, name, kwargs, router)
+        if kwargs.get("api_key") or (router is not None and name in router_groups(router)):
             continue
         found = litellm.validate_environment(model=name, api_base=kwargs.get("api_base"))
         missing: list[str] = found.get("missing_keys") or []

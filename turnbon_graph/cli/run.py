@@ -142,7 +142,6 @@ def demo(args: argparse.Namespace) -> int:
     import asyncio
 
     from turnbon_graph.bench.registry import load_environment
-    from turnbon_graph.cli.live import LiveOptions, run_live
     from turnbon_graph.errors import ConfigurationError
 
     environment = load_environment("terminal", None)
@@ -151,6 +150,9 @@ def demo(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"no task {args.task!r}; shipped tasks: {', '.join(sorted(tasks))}"
         )
+    check_live_models(args.model, args.selector, args.api_base, args.selector_api_base)
+    from turnbon_graph.cli.live import LiveOptions, run_live  # LangGraph: once checked
+
     options = LiveOptions(
         model=args.model,
         n=args.n,
@@ -172,10 +174,16 @@ def run(args: argparse.Namespace) -> int:
     """`turnbon run`: the settings' task, each trial shown live."""
     import asyncio
 
-    from turnbon_graph.cli.live import LiveOptions, run_live
-
     settings = run_settings(args)
     environment, spec = _task(settings)
+    check_live_models(
+        settings["model"],
+        settings["selector"],
+        settings["api_base"],
+        settings["selector_api_base"],
+    )
+    from turnbon_graph.cli.live import LiveOptions, run_live  # LangGraph: once checked
+
     options = LiveOptions(
         model=settings["model"],
         n=settings["n"],
@@ -196,6 +204,18 @@ def run(args: argparse.Namespace) -> int:
         print("\nStopped.", file=sys.stderr)
         return INTERRUPTED
     return 0 if all(e.outcome in (None, "pass") for e in ends) else 1
+
+
+def check_live_models(
+    model: str | None, selector: str | None, api_base: str | None, selector_api_base: str | None
+) -> None:
+    """The model ids of `demo` and `run`, checked before the backend starts or the task
+    is shown (`models.check_model_ids`; LiteLLM is imported only if there is one)."""
+    from turnbon_graph.cli.models import check_model_ids, make_selector
+
+    check_model_ids(
+        model, make_selector(selector), api_base=api_base, selector_api_base=selector_api_base
+    )
 
 
 def check_config_values(path: Path, values: dict[str, Any]) -> None:
@@ -227,6 +247,8 @@ def check_config_values(path: Path, values: dict[str, Any]) -> None:
             try:
                 action.type(str(value))
             except (argparse.ArgumentTypeError, ValueError) as exc:
+                if allowed == "a string":  # a name the converter refused says why itself
+                    raise ConfigurationError(f"{path}: {key} = {value!r}: {exc}") from None
                 allowed, ok = str(exc) or allowed, False
         if not ok:
             raise ConfigurationError(f"{path}: {key} = {value!r}: must be {allowed}")
