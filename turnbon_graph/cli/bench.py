@@ -62,10 +62,6 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import contextlib
 
-    from turnbon_graph.bench.report import one_line_summary, read_settings, setting_order
-    from turnbon_graph.bench.report_format import TIMES
-    from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-    from turnbon_graph.bench.runs import read_episodes
     from turnbon_graph.cli.models import (
         check_run_credentials,
         connection,
@@ -73,8 +69,14 @@ def run(args: argparse.Namespace) -> int:
         episode_setup,
     )
 
-    setup = episode_setup(args)
+    setup = episode_setup(args)  # the model ids checked before the rest is imported
     environment, run_dir, model = setup.environment, setup.run_dir, setup.model
+    refuse_another_model(run_dir, model)
+    from turnbon_graph.bench.report import one_line_summary, read_settings, setting_order
+    from turnbon_graph.bench.report_format import TIMES
+    from turnbon_graph.bench.runner import BenchConfig, run_benchmark
+    from turnbon_graph.bench.runs import read_episodes
+
     with contextlib.ExitStack() as stack:
         options = engine_options(args, setup.selector, connection(args, environment, stack))
         check_run_credentials(args, model, setup.selector, options)
@@ -117,9 +119,31 @@ def run(args: argparse.Namespace) -> int:
             return INTERRUPTED
     order = setting_order(results, read_settings(run_dir))
     print(f"{len(results)} episodes · {one_line_summary(results, order)}")
-    broken = agent_errors(results, order)
+    broken = agent_errors(results, order, model)
     print(f"Report: turnbon report {shlex.quote(str(run_dir))}")
     return 1 if broken else 0
+
+
+def refuse_another_model(run_dir: Path, model: str) -> None:
+    """Refuses, before anything is printed or started, a rerun into a run folder made
+    with another model: its settings keep the model (`bench.runs.RunSettings`), so the
+    run would be refused once set up, after saying it resumes. The other settings are
+    checked there."""
+    from turnbon_graph.bench.runs import SETTINGS_FILE, RunSettings
+    from turnbon_graph.errors import ConfigurationError
+
+    path = run_dir / SETTINGS_FILE
+    try:
+        made_with = RunSettings.model_validate_json(path.read_text(encoding="utf-8")).model
+    except (OSError, ValueError):  # no run yet, or unreadable: the runner says which
+        return
+    if made_with != model:
+        raise ConfigurationError(
+            f"{run_dir} holds a run of the model {made_with}, not {model}: a run folder keeps "
+            "the model it was made with (--redo-errors reruns its episodes with the same "
+            "settings); start a new run folder (--run NEW, or no --run for a new one under "
+            "runs/)"
+        )
 
 
 def resuming(recorded: list[EpisodeResult], total: int, redo_errors: bool, run_dir: Path) -> str:
@@ -136,11 +160,16 @@ def resuming(recorded: list[EpisodeResult], total: int, redo_errors: bool, run_d
     return line + "."
 
 
-def agent_errors(results: list[Any], order: list[str]) -> list[str]:
+def agent_errors(results: list[Any], order: list[str], model: str | None = None) -> list[str]:
     """Says, per setting, how many episodes ended in an agent error and the first one's
-    message (on stderr); returns the settings where every episode did: a broken model id
-    or a missing key, not a result."""
+    message (on stderr); returns the settings where every episode did (a broken model
+    id, key or endpoint, or a task that cannot start: not a result), after saying what
+    to do about them (`failures.advice`: --redo-errors only where a rerun with the same
+    settings can succeed)."""
+    from turnbon_graph.cli.failures import Failed, advice
+
     broken = []
+    failed: list[Failed] = []
     for setting in order:
         rows = [r for r in results if r.setting == setting]
         errors = [r for r in rows if r.outcome == "agent_error"]
@@ -153,11 +182,7 @@ def agent_errors(results: list[Any], order: list[str]) -> list[str]:
         )
         if len(errors) == len(rows):
             broken.append(setting)
+            failed.extend(Failed(r.task, r.error, r.turns) for r in errors)
     if broken:
-        print(
-            f"Every episode of {', '.join(broken)} failed before a verdict: check the model "
-            "id, the api_base and the API key (the error above says which), then run the "
-            "same command with --redo-errors.",
-            file=sys.stderr,
-        )
+        print(advice(failed, ", ".join(broken), model, "--redo-errors"), file=sys.stderr)
     return broken

@@ -150,6 +150,15 @@ def run(args: argparse.Namespace) -> int:
     import contextlib
     import functools
 
+    from turnbon_graph.cli.models import (
+        check_run_credentials,
+        connection,
+        engine_options,
+        episode_setup,
+    )
+
+    budget = rollout_budget(args)
+    setup = episode_setup(args, kind="rollouts")  # the model ids checked first
     from turnbon_graph.analysis.markdown import rollout_table
     from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE
     from turnbon_graph.analysis.rollouts.sweep import (
@@ -160,16 +169,8 @@ def run(args: argparse.Namespace) -> int:
         selector_label,
     )
     from turnbon_graph.bench.environment import chosen_tasks
-    from turnbon_graph.cli.models import (
-        check_run_credentials,
-        connection,
-        engine_options,
-        episode_setup,
-    )
     from turnbon_graph.turn import TurnEngine
 
-    budget = rollout_budget(args)
-    setup = episode_setup(args, kind="rollouts")
     environment, run_dir, model, selector = (
         setup.environment,
         setup.run_dir,
@@ -232,13 +233,16 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(rollout_table(reports))
     print(f"With the run's other analyses: turnbon analyze {shlex.quote(str(run_dir))}")
-    return 1 if all_failed(reports) else 0
+    return 1 if all_failed(reports, model) else 0
 
 
-def all_failed(reports: Sequence[RolloutReport]) -> bool:
+def all_failed(reports: Sequence[RolloutReport], model: str | None = None) -> bool:
     """Says (on stderr) how many episodes ended in an agent error and the first one's
-    message; True when every one did, so nothing was valued: a broken model id or a
-    missing key, not a result."""
+    message; True when every one did, so nothing was valued (a broken model id, key or
+    endpoint, or a task that cannot start: not a result), after saying what to do about
+    it (`failures.advice`; a rerun into the same folder skips recorded episodes)."""
+    from turnbon_graph.cli.failures import Failed, advice
+
     errors = [r for r in reports if r.outcome == "agent_error"]
     if errors:
         print(
@@ -248,11 +252,11 @@ def all_failed(reports: Sequence[RolloutReport]) -> bool:
         )
     if len(errors) < len(reports):
         return False
+    failed = [Failed(r.task, r.error, r.main_turns) for r in errors]
+    settings = ", ".join(dict.fromkeys(f"N={r.n}" for r in errors)) or "this run"
     print(
-        "No episode produced a report with a verdict, so no candidate was valued: check the "
-        "model id, the api_base and the API key (the error above says which), then run the "
-        "command again with a new --run folder (the episodes recorded in this one count as "
-        "done and would be skipped).",
+        "No episode produced a report with a verdict, so no candidate was valued. "
+        + advice(failed, settings, model, ""),
         file=sys.stderr,
     )
     return True
