@@ -1,12 +1,12 @@
 # Two entry points, each sets itself up on a fresh machine:
 #   make demo   the main job: a Turn-BoN agent solving a small task, turn by turn
-#   make test   lint, type-check and the whole test suite
+#   make test   lint, type-check, the docs build and the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo notebooks test setup setup-test setup-local setup-bfcl setup-bwrap lint bench bench-local clean
+.PHONY: demo notebooks lab docs docs-serve setup-docs test setup setup-test setup-local setup-bfcl setup-bwrap lint bench bench-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,16 +56,37 @@ setup-bfcl: $(BIN)/python
 demo: setup-local
 	$(BIN)/turnbon demo
 
-# The notebooks (the `notebooks` extra: Jupyter, matplotlib, pandas), opened in JupyterLab.
+# The notebooks (the `notebooks` extra: Jupyter, matplotlib, pandas): `make notebooks` runs
+# each one top to bottom, headless (nbclient's `jupyter execute`, as the tests do; nothing is
+# written back, so they stay without outputs); `make lab` opens them in JupyterLab.
 notebooks: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[notebooks]"
+	$(BIN)/jupyter execute notebooks/*.ipynb
+
+lab: $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[notebooks]"
 	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+# The documentation site (mkdocs.yml, the `docs` extra): `make docs` builds it into site/,
+# failing on any warning (a broken link, an API name that no longer resolves);
+# `make docs-serve` serves it on http://127.0.0.1:8000, rebuilt as pages change.
+DOCS_ENV := NO_MKDOCS_2_WARNING=1
+
+setup-docs: $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[docs]"
+
+docs: setup-docs
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict
+
+docs-serve: setup-docs
+	$(DOCS_ENV) $(BIN)/mkdocs serve
 
 lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy turnbon_graph integrations/turnbon_local integrations/turnbon_terminal \
 		integrations/turnbon_bfcl
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 
 test: lint
 	$(BIN)/pytest
@@ -94,4 +115,4 @@ bench-peers: setup
 	$(BIN)/python benchmarks/turn_cpu.py --peers-python $(PEERS_VENV)/bin/python
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info site
