@@ -219,9 +219,8 @@ class TurnConfig(BaseModel):
                 "Selector instance or a chat model through its own constructor"
             )
         router = self.router
-        if router is not None and not all(
-            callable(getattr(router, name, None)) for name in ("acompletion", "get_model_names")
-        ):
+        routes = any(callable(getattr(router, n, None)) for n in ("registry", "get_model_names"))
+        if router is not None and not (callable(getattr(router, "acompletion", None)) and routes):
             raise ValueError(f"router must be a litellm.Router, got {router!r}")
         trace = self.trace
         if trace is not None and not isinstance(trace, str | Path | TraceSink):

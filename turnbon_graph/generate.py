@@ -350,8 +350,8 @@ class CandidateGenerator:
         try:
             result = await self.client.complete(**request.kwargs)
             choice = result.response.choices[0]
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, ConfigurationError):
+            raise  # a missing or refused key is the caller's to fix, not a candidate's failure
         except Exception as exc:
             error = redact(describe_error(exc), request.secrets)
             return [
@@ -376,7 +376,7 @@ class CandidateGenerator:
         model = self.specs[0].model
         try:
             result = await self.client.complete(**request.kwargs, n=len(indices))
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ConfigurationError):
             raise
         except Exception as exc:
             # Fall back to N separate calls, whose own failures are recorded per candidate;

@@ -15,7 +15,7 @@ from langchain_core.messages import HumanMessage
 
 from turnbon_graph import TurnEngine
 from turnbon_graph.client import LiteLLMClient
-from turnbon_graph.errors import ConfigurationError, TurnBoNError
+from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.testing import StubServer, chat_completion, error
 
 ASK = [{"role": "user", "content": "hi"}]
@@ -61,7 +61,7 @@ async def test_a_call_without_its_key_is_a_configuration_error_and_is_not_retrie
 @pytest.mark.usefixtures("no_key")
 async def test_a_turn_without_its_key_names_the_variable() -> None:
     engine = TurnEngine.from_options("openai/gpt-4o-mini", n=2)
-    with pytest.raises(TurnBoNError) as raised:
+    with pytest.raises(ConfigurationError) as raised:  # the turn's own error, not a candidate's
         await engine.run([HumanMessage("hi")])
     assert NEEDS in str(raised.value)
 
