@@ -245,13 +245,13 @@ def test_a_callback_sees_no_secret(stub: StubServer) -> None:
     assert stub.requests[0].header("authorization") == HEADER
 
 
-# ---------------------------------------------------------------------- the README table
+# ---------------------------------------------------------------------- the docs' table
 
 
 def readme_options_table() -> list[tuple[str, str, str]]:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Options", 1)[1]
-    table = section[section.index("| option | default | meaning |") :].split("\n\n", 1)[0]
+    """The options table of docs/options.md (printed by `python scripts/options_table.py`)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "options.md").read_text()
+    table = page[page.index("| option | default | meaning |") :].split("\n\n", 1)[0]
     rows = []
     for line in table.splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
