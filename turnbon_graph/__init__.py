@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     from turnbon_graph.candidates import Candidate, canonical_action
     from turnbon_graph.chat import ChatTurnBoN
     from turnbon_graph.config import TurnConfig
-    from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, TurnBoNError
+    from turnbon_graph.errors import (
+        AllCandidatesFailedError,
+        ConfigurationError,
+        CredentialsError,
+        TurnBoNError,
+    )
     from turnbon_graph.generate import ModelSpec
     from turnbon_graph.graph import TurnBoNState, create_turnbon_agent, create_turnbon_graph
     from turnbon_graph.middleware import TurnBoNMiddleware
@@ -58,6 +63,7 @@ _SOURCES = {
     "TurnConfig": "config",
     "AllCandidatesFailedError": "errors",
     "ConfigurationError": "errors",
+    "CredentialsError": "errors",
     "TurnBoNError": "errors",
     "ModelSpec": "generate",
     "TurnBoNState": "graph",
@@ -97,6 +103,7 @@ __all__ = [
     "CandidateRecord",
     "ChatTurnBoN",
     "ConfigurationError",
+    "CredentialsError",
     "EarlyCommit",
     "EnsembleSelector",
     "FirstSelector",

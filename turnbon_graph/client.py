@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from asyncio_throttle import Throttler
 
-from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.errors import ConfigurationError, CredentialsError
 from turnbon_graph.litellm_calls import is_quiet, price_call, quiet_call
 from turnbon_graph.records import Usage
 
@@ -312,8 +312,8 @@ _KEY_NAME = re.compile(r"\b[A-Z][A-Z0-9_]*_API_KEY\b")
 
 def key_error(
     litellm: Any, exc: BaseException, kwargs: Mapping[str, Any], *, routed: bool = False
-) -> ConfigurationError | None:
-    """A `ConfigurationError` for a call that surely failed for its key: LiteLLM's
+) -> CredentialsError | None:
+    """A `CredentialsError` for a call that surely failed for its key: LiteLLM's
     `AuthenticationError` (a 401), or its messages for a call made with no key at all
     (`MISSING_KEY_TEXTS`); None for any other failure. It names the variable the
     provider reads (LiteLLM's `validate_environment`, else the names the error gives)
@@ -327,7 +327,7 @@ def key_error(
     model = str(kwargs.get("model"))
     said = redact(describe_error(exc), secret_values(kwargs))
     if routed:
-        return ConfigurationError(
+        return CredentialsError(
             f"a deployment of the Router's model group {model} has no key, or its key was "
             f"refused: give each deployment its api_key (litellm_params) ({said})"
         )
@@ -342,7 +342,7 @@ def key_error(
     named = list(dict.fromkeys(_KEY_NAME.findall(text)))
     if missing or unset:
         variable = " or ".join(unset or named) or "its provider's API key variable"
-        return ConfigurationError(
+        return CredentialsError(
             f"the model {model} needs {variable}, which is not set: export it, or pass "
             "api_key in completion_kwargs (a server of your own that checks no key takes "
             f"any value) ({said})"
@@ -352,7 +352,7 @@ def key_error(
         if given
         else " or ".join(named) or "the key it read from the environment"
     )
-    return ConfigurationError(
+    return CredentialsError(
         f"the provider refused the key of {model}: check {which} (a key of this provider "
         f"and endpoint, not revoked), then run again ({said})"
     )

@@ -11,6 +11,11 @@ class ConfigurationError(TurnBoNError, ValueError):
     """An argument given to a factory, selector or chat model is invalid."""
 
 
+class CredentialsError(ConfigurationError):
+    """A model call failed for its key: none was set, or the provider refused it. Never
+    retried; the message names the variable or the key to check."""
+
+
 class AllCandidatesFailedError(TurnBoNError):
     """Every generator call of a turn failed for good, so there is nothing to select.
 

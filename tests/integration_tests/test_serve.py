@@ -218,12 +218,21 @@ def test_the_sdk_sees_a_bad_request_error(stub: StubServer, server: BackgroundSe
 def test_every_candidate_failing_upstream_is_a_502_and_the_server_stays_up(
     stub: StubServer, server: BackgroundServer
 ) -> None:
-    stub.script(error(401, f"invalid api key {UPSTREAM_KEY}"))
+    stub.script(error(404, f"no such model (sent with {UPSTREAM_KEY})"))
     with pytest.raises(openai.APIStatusError) as caught:
         client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
     assert caught.value.status_code == 502
     body: Any = caught.value.body
     assert body["code"] == "all_candidates_failed" and "All 3 candidate call(s)" in body["message"]
+    assert UPSTREAM_KEY not in json.dumps(body)
+    # The server's own upstream key refused: a 502 that says so, not the client's 400.
+    stub.reset()
+    stub.script(error(401, f"invalid api key {UPSTREAM_KEY}"))
+    with pytest.raises(openai.APIStatusError) as caught:
+        client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert caught.value.status_code == 502
+    body = caught.value.body
+    assert body["code"] == "upstream_credentials" and "refused the key" in body["message"]
     assert UPSTREAM_KEY not in json.dumps(body)
     stub.reset()
     script_turns(stub, text=True)

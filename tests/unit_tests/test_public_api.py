@@ -21,6 +21,7 @@ TOP_LEVEL = {
     "CandidateRecord": "turnbon_graph.records",
     "ChatTurnBoN": "turnbon_graph.chat.model",
     "ConfigurationError": "turnbon_graph.errors",
+    "CredentialsError": "turnbon_graph.errors",
     "EarlyCommit": "turnbon_graph.sampling",
     "EnsembleSelector": "turnbon_graph.selectors.ensemble",
     "FirstSelector": "turnbon_graph.selectors.simple",

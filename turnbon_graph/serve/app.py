@@ -33,7 +33,11 @@ from starlette.routing import Route
 
 from turnbon_graph.client import load_litellm, redact, secret_values
 from turnbon_graph.config import reveal_secrets
-from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
+from turnbon_graph.errors import (
+    AllCandidatesFailedError,
+    ConfigurationError,
+    CredentialsError,
+)
 from turnbon_graph.openai_format import (
     ChatRequest,
     chat_completion,
@@ -173,6 +177,9 @@ class _Service:
         exc = None if turn.cancelled() else turn.exception()
         if exc is None:
             return None
+        if isinstance(exc, CredentialsError):  # the server's upstream key, not the client's
+            log.warning("turn failed upstream: %s", self._clean(exc))
+            return 502, _error_body(self._clean(exc), "upstream_error", "upstream_credentials")
         if isinstance(exc, ConfigurationError):
             return 400, _error_body(self._clean(exc), "invalid_request_error", "invalid_request")
         if isinstance(exc, AllCandidatesFailedError):
