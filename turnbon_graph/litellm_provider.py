@@ -30,7 +30,7 @@ from langchain_core.messages import AIMessage
 
 from turnbon_graph.client import redact, secret_values, use_bundled_price_map
 from turnbon_graph.config import TurnConfig, reveal_secrets, turn_config
-from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
+from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, CredentialsError
 from turnbon_graph.openai_format import (
     RECORD_FIELD,
     chat_completion,
@@ -126,6 +126,8 @@ class TurnBoNProvider(CustomLLM):
             return await engine.run(
                 request.messages, tools=request.tools, extra=request.settings or None
             )
+        except CredentialsError as exc:  # the inner model's key: the caller's to fix
+            raise _error(401, exc, connection) from None
         except ConfigurationError as exc:
             raise _error(400, exc, connection) from None
         except AllCandidatesFailedError as exc:

@@ -260,8 +260,14 @@ async def test_every_candidate_failing_is_a_bad_gateway_without_the_key(
 ) -> None:
     from turnbon_graph.testing import error
 
-    stub.script(error(401, f"invalid key {KEY}"))
+    stub.script(error(404, f"no such model (sent with {KEY})"))
     with pytest.raises(litellm.BadGatewayError) as caught:
         await litellm.acompletion(**call_kwargs(stub))
     assert "All 3 candidate call(s)" in str(caught.value)
     assert KEY not in str(caught.value)
+    # A refused key is the caller's (it passed the inner model's key): a 401 saying so.
+    stub.reset()
+    stub.script(error(401, f"invalid key {KEY}"))
+    with pytest.raises(litellm.AuthenticationError) as refused:
+        await litellm.acompletion(**call_kwargs(stub))
+    assert "refused the key" in str(refused.value) and KEY not in str(refused.value)
