@@ -18,6 +18,7 @@ from tests.helpers import selector_answer, selector_requests, stub_kwargs
 from turnbon_graph import (
     AllCandidatesFailedError,
     ConfigurationError,
+    CredentialsError,
     FirstSelector,
     create_turnbon_agent,
     create_turnbon_graph,
@@ -257,10 +258,16 @@ async def test_failed_calls_never_leak_the_key_into_errors(stub: StubServer) -> 
         n=1,
         completion_kwargs=stub_kwargs(stub.base_url, api_key=SECRET),
     ).compile()
-    with pytest.raises(AllCandidatesFailedError) as caught:
+    # A refused key ends the turn as the CredentialsError naming it, with the key redacted
+    # from its text and from its chain.
+    with pytest.raises(CredentialsError) as caught:
         await graph.ainvoke({"messages": [HumanMessage("go")]})
-    assert SECRET not in str(caught.value)
+    assert "refused the key" in str(caught.value)
     assert "REDACTED" in str(caught.value)
+    chained: BaseException | None = caught.value
+    while chained is not None:
+        assert SECRET not in str(chained)
+        chained = chained.__cause__ or chained.__context__
 
 
 async def test_a_key_from_the_environment_is_redacted_from_failed_candidates(
@@ -269,7 +276,8 @@ async def test_a_key_from_the_environment_is_redacted_from_failed_candidates(
     # LiteLLM reads the key from the environment: it is in no kwargs, yet an error that
     # quotes it must not reach the record or the raised error.
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    stub.script(error(401, f"Incorrect API key provided: {SECRET}"), chat_completion("ok"))
+    # A 400 fails only its own candidate (a 401 would end the turn as a CredentialsError).
+    stub.script(error(400, f"Bad request for key {SECRET}"), chat_completion("ok"))
     trace = tmp_path / "trace.jsonl"
     graph = create_turnbon_graph(
         "openai/stub",
@@ -281,7 +289,7 @@ async def test_a_key_from_the_environment_is_redacted_from_failed_candidates(
     ).compile()
     await graph.ainvoke({"messages": [HumanMessage("go")]})
     record = trace.read_text()
-    assert "Incorrect API key provided: [REDACTED]" in record
+    assert "Bad request for key [REDACTED]" in record
     assert SECRET not in record
 
 
