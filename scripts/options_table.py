@@ -1,8 +1,9 @@
-"""Prints the README's options table from `TurnConfig`, the one place options are declared.
+"""Prints the options table of docs/options.md from `TurnConfig`, the one place options
+are declared.
 
-    python scripts/options_table.py      # paste under "### Options" in README.md
+    python scripts/options_table.py      # paste as the table of docs/options.md
 
-`tests/unit_tests/test_config.py` checks that the README holds exactly this table.
+`tests/unit_tests/test_config.py` checks that docs/options.md holds exactly this table.
 """
 
 from __future__ import annotations

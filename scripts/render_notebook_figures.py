@@ -86,7 +86,8 @@ def render(notebooks: list[Path], out: Path, run: Path | None) -> list[Path]:
         "# Figures of the analysis notebooks",
         "",
         f"Written by `{command}`: the notebooks executed on {source}; do not edit by hand. "
-        "The notebooks (in `notebooks/`, `make notebooks` opens them) explain each one.",
+        "The notebooks (in `notebooks/`; `make lab` opens them, `make notebooks` runs them "
+        "headless) explain each one.",
         "",
     ]
     for path in notebooks:

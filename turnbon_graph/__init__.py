@@ -1,7 +1,7 @@
 """turnbon-graph: turn-level best-of-N sampling for LangGraph agents.
 
 At every turn a generator proposes N candidate actions, a selector picks one, and only
-that one is executed. See the README for the quickstart.
+that one is executed. The README and the docs site (docs/) show how to use it.
 
 Names are imported on first use (PEP 562), so `turnbon --help` and light tools do not
 pay for importing LangGraph; `from turnbon_graph import X` works as usual.

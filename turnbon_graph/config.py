@@ -3,7 +3,7 @@
 Each entry point (`create_turnbon_graph`, `create_turnbon_agent`, `ChatTurnBoN`, and any
 later one) takes these options as keywords, or a ready `config=TurnConfig(...)`, and
 builds its `TurnEngine` from one `TurnConfig`. A new option is a field here plus the
-engine code that uses it; the README's options table is checked against these fields.
+engine code that uses it; the options table of docs/options.md is checked against these fields.
 
 Secrets inside `completion_kwargs` and `selector_kwargs` (API keys, header values) are
 held as `SecretStr`, so `repr`, `model_dump()`, `model_dump_json()` and LangChain

@@ -36,7 +36,7 @@ _TURN_FLAGS = ("n", "seed", "timeout", "tool_calling")
 """Turn options that are also shared flags of the other commands."""
 
 EPILOG = (
-    "Turn options: every other TurnConfig option (the README's Options table) by name, "
+    "Turn options: every other TurnConfig option (docs/options.md) by name, "
     "with -o NAME=VALUE (repeatable) or in the --config file: -o max_concurrency=8 "
     "-o rate_limit=5 -o 'adaptive={\"first_batch\": 2}'. A VALUE is read as JSON (numbers, "
     "true/false, lists, objects), else as a string. Upstream keys come from the "
