@@ -203,10 +203,6 @@ print(json.dumps({
 
 
 def test_turnbon_version(installed: Installed) -> None:
-    helped = installed.run("turnbon", "--help")
-    assert helped.returncode == 0, helped.stderr
-    if "--version" not in helped.stdout:
-        pytest.skip("turnbon has no --version flag yet (the version is checked above)")
     result = installed.run("turnbon", "--version")
     assert result.returncode == 0, result.stderr
     assert installed.wheel.name.split("-")[1] in result.stdout + result.stderr
@@ -219,4 +215,21 @@ def test_turnbon_demo_on_the_stub_from_outside_the_repository(installed: Install
     assert "Task largest-file" in result.stdout
     assert "Verdict: PASS" in result.stdout
     for folder in ("turnbon_graph", "integrations"):  # no traceback through the checkout
+        assert str(ROOT / folder) not in result.stdout + result.stderr
+
+
+def test_the_readmes_offline_example_runs_from_outside_the_repository(
+    installed: Installed,
+) -> None:
+    from tests.integration_tests.test_readme import EXAMPLES
+
+    (example,) = [e for e in EXAMPLES if e.page == ROOT / "README.md"]
+    script = installed.outside / "readme_example.py"
+    script.write_text(example.code, encoding="utf-8")
+    result = installed.run(installed.python, script)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert example.prints is not None
+    printed = result.stdout.splitlines()
+    assert printed[-len(example.prints) :] == list(example.prints)
+    for folder in ("turnbon_graph", "integrations"):  # the wheel's code, not the checkout's
         assert str(ROOT / folder) not in result.stdout + result.stderr
