@@ -116,3 +116,16 @@ bench-peers: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info site
+
+# Agent clients whose pins clash with the test extra's (LlamaIndex's OpenAI client needs
+# openai<3) run the recipe tests (tests/integration_tests/test_harness_clients.py) in a
+# virtualenv of their own, never a dependency of the package; clients not installed
+# there skip.
+CLIENTS_VENV ?= .venv-clients
+CLIENTS := llama-index-llms-openai-like
+
+.PHONY: test-clients
+test-clients:
+	@test -x $(CLIENTS_VENV)/bin/python || $(PYTHON) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/pip install --quiet -e ".[serve]" pytest pytest-asyncio $(CLIENTS)
+	$(CLIENTS_VENV)/bin/pytest tests/integration_tests/test_harness_clients.py
