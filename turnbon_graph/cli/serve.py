@@ -2,7 +2,9 @@
 Turn-BoN turn (`turnbon_graph.serve`, the `serve` extra). Settings come from flags, then
 a TOML --config file with the same names (snake_case), then defaults; every turn option
 is a `TurnConfig` field, given by name (`-o max_concurrency=8` or in the file), so none
-is declared here a second time. Starlette, uvicorn and LiteLLM load only in `run`."""
+is declared here a second time. `--model stub` serves a scripted stand-in (`ServedStub`)
+on a loopback stub server that lives as long as the command. Starlette, uvicorn and
+LiteLLM load only in `run`."""
 
 from __future__ import annotations
 
@@ -10,10 +12,19 @@ import argparse
 import json
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.cli.arguments import INTERRUPTED, SHARED, add_flags, positive_int, subcommand
+from turnbon_graph.cli.arguments import (
+    INTERRUPTED,
+    SHARED,
+    STUB_MODEL,
+    add_flags,
+    positive_float,
+    positive_int,
+    subcommand,
+)
 
 SETTINGS: dict[str, Any] = {
     "model": None,
@@ -29,6 +40,11 @@ SETTINGS: dict[str, Any] = {
     "shutdown_timeout": 30.0,
     "keepalive_s": 15.0,
     "workers": 1,
+    "max_body_mb": 10.0,
+    "header_timeout_s": 10.0,
+    "idle_timeout_s": 5,
+    "log_level": "info",
+    "access_log": False,
 }
 """The server's own settings (a --config file may set them, and any turn option)."""
 
@@ -43,13 +59,21 @@ EPILOG = (
     "environment (OPENAI_API_KEY, ...) or --api-key-env; neither is ever logged. "
     "On SIGTERM or SIGINT in-flight requests finish (up to --shutdown-timeout), then the "
     "process ends by that signal (SIGINT: exit code 130). Exit codes: 1 the server could "
-    "not start; 2 bad input (a bad flag, option or --config file)."
+    "not start; 2 bad input (a bad flag, option or --config file). --model stub serves a "
+    "scripted stand-in on loopback (no model, no key, no network): each candidate is a "
+    "numbered draft echoing the last user message, and the selector takes the first it "
+    "is shown."
 )
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+"""uvicorn's log levels (`uvicorn.config.LOG_LEVELS`, not imported: --help stays quick)."""
 
 
 WORKER_ARGV = "TURNBON_SERVE_ARGV"
 """The command line a `--workers` process builds its app from (never a secret: keys come
 from the environment the workers inherit)."""
+WORKER_STUB = "TURNBON_SERVE_STUB"
+"""The base URL of the parent's stub (`--model stub`), which `--workers` processes share."""
 
 
 def add_parser(commands: Any) -> None:
@@ -74,7 +98,9 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     """`turnbon serve`'s flags."""
     parser.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of these settings")
     SHARED["model"].add(
-        parser, help="the LiteLLM model id every turn samples from (e.g. openai/gpt-4o-mini)"
+        parser,
+        help="the LiteLLM model id every turn samples from (e.g. openai/gpt-4o-mini), or "
+        "'stub': a scripted stand-in on loopback (no API key, no network)",
     )
     add_flags(parser, "api_base", "n", "selector", "selector_api_base", "seed")
     add_flags(parser, "temperature", "tool_calling", "timeout")
@@ -127,30 +153,81 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="a streamed turn running longer starts its stream and sends an SSE comment "
         "every S seconds, so read timeouts do not end it (0: never)",
     )
+    parser.add_argument(
+        "--max-body-mb",
+        type=positive_float,
+        default=SETTINGS["max_body_mb"],
+        metavar="MB",
+        help="a larger request body (in MiB) gets a 413 before the rest of it is read",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        dest="header_timeout_s",
+        type=positive_float,
+        default=SETTINGS["header_timeout_s"],
+        metavar="S",
+        help="a connection that has not sent a request's line and headers within S seconds "
+        "is closed",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        dest="idle_timeout_s",
+        type=positive_int,
+        default=SETTINGS["idle_timeout_s"],
+        metavar="S",
+        help="an idle kept-alive connection is closed after S seconds (uvicorn's "
+        "timeout_keep_alive)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=SETTINGS["log_level"],
+        help="the server's and uvicorn's log level (info: a line per turn)",
+    )
+    parser.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=SETTINGS["access_log"],
+        help="also a line per request (uvicorn's access log, at info)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """`turnbon serve`: serves until SIGTERM or SIGINT."""
+    """`turnbon serve`: serves until SIGTERM or SIGINT (with `--model stub`, the stub
+    serves as long)."""
     from turnbon_graph.cli.models import check_credentials
 
-    config, workers = serve_config(args)
-    from turnbon_graph.serve import run_server
+    with ExitStack() as stack:
+        config, settings = serve_config(args, stack)
+        workers = settings["workers"]
+        from turnbon_graph.serve import run_server
 
-    turn = config.turn
-    check_credentials(
-        config.model, dict(turn.completion_kwargs or {}), turn.selector, turn.selector_kwargs
-    )
-    print(
-        f"turnbon serve: {config.model} (n={config.turn.n}) as {config.name!r} on "
-        f"http://{config.host}:{config.port}/v1"
-        + (f", {workers} worker processes" if workers > 1 else ""),
-        file=sys.stderr,
-    )
-    os.environ[WORKER_ARGV] = json.dumps(list(getattr(args, "argv", None) or []))
-    try:
-        run_server(config, workers=workers, factory=f"{__name__}:worker_app")
-    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it caught, once it has stopped
-        return INTERRUPTED
+        turn = config.turn
+        check_credentials(
+            config.model, dict(turn.completion_kwargs or {}), turn.selector, turn.selector_kwargs
+        )
+        stub = " (the scripted stub)" if settings["model"] == STUB_MODEL else ""
+        print(
+            f"turnbon serve: {config.model}{stub} (n={config.turn.n}) as {config.name!r} on "
+            + (
+                f"http://{config.host}:{config.port}/v1"
+                if config.port
+                else f"a free port of {config.host} (uvicorn's line names it)"
+            )
+            + (f", {workers} worker processes" if workers > 1 else ""),
+            file=sys.stderr,
+        )
+        os.environ[WORKER_ARGV] = json.dumps(list(getattr(args, "argv", None) or []))
+        try:
+            run_server(
+                config,
+                log_level=settings["log_level"],
+                access_log=settings["access_log"],
+                workers=workers,
+                factory=f"{__name__}:worker_app",
+            )
+        except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it caught, once it has stopped
+            return INTERRUPTED
     return 0
 
 
@@ -167,30 +244,94 @@ def worker_app() -> Any:
     return create_app(serve_config(args)[0])
 
 
-def serve_config(args: argparse.Namespace) -> tuple[Any, int]:
-    """The `ServeConfig` of the command line (and its --config file), and how many
-    worker processes serve it."""
+def serve_config(
+    args: argparse.Namespace, stack: ExitStack | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """The `ServeConfig` of the command line (and its --config file), and the settings
+    (`SETTINGS`: how many worker processes serve it, the logging, ...). `--model stub`
+    starts the stub, stopped with `stack` (a `--workers` process, given none, uses its
+    parent's, `WORKER_STUB`)."""
     from turnbon_graph.errors import ConfigurationError
 
     settings, options = serve_settings(args)
     try:
         from turnbon_graph.serve import ServeConfig
+        from turnbon_graph.serve.config import MB
     except ImportError as exc:
         raise ConfigurationError(
             f"turnbon serve needs the serve extra ({exc.name} is missing): "
             "pip install 'turnbon-graph[serve]'"
         ) from None
+    model, local = settings["model"], None
+    if model == STUB_MODEL:
+        model, local = _stub(settings, options.get("seed"), stack)
     config = ServeConfig(
-        model=settings["model"],
-        turn=turn_settings(settings, options),
+        model=model,
+        turn=turn_settings(settings, options, local),
         name=settings["name"],
         host=settings["host"],
         port=settings["port"],
         require_key=_secret(settings["require_key_env"], "--require-key-env"),
         shutdown_timeout=settings["shutdown_timeout"],
         keepalive_s=settings["keepalive_s"],
+        max_body_bytes=int(settings["max_body_mb"] * MB),
+        header_timeout_s=settings["header_timeout_s"],
+        idle_timeout_s=settings["idle_timeout_s"],
     )
-    return config, settings["workers"]
+    return config, settings
+
+
+def _stub(
+    settings: dict[str, Any], seed: int | None, stack: ExitStack | None
+) -> tuple[str, dict[str, Any]]:
+    """`--model stub`: the stub's model id and connection, its server started here (for
+    as long as `stack`), or the parent's for a `--workers` process."""
+    from turnbon_graph.cli.models import STUB_ID, start_stub
+    from turnbon_graph.errors import ConfigurationError
+
+    for name in ("api_base", "api_key_env"):
+        if settings[name]:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigurationError(
+                f"{flag} has no effect with --model stub (the stub serves on loopback); drop "
+                "it, or name a real model"
+            )
+    if stack is None:
+        return STUB_ID, {"api_base": os.environ[WORKER_STUB], "api_key": "none"}
+    endpoint = start_stub(ServedStub(), "serve", stack, seed=seed)
+    os.environ[WORKER_STUB] = endpoint["api_base"]
+    return STUB_ID, endpoint
+
+
+class ServedStub:
+    """What `turnbon serve --model stub` plays: any chat request, as the generator, gets
+    a numbered draft that echoes its last user message (drafts 1 to 3, drawn seeded, so
+    candidates may differ and the selector is asked); as the selector, it takes the
+    first candidate it is shown (which, shuffled, is any of them). No tool is called."""
+
+    DRAFTS = 3
+
+    def stub_policy(self, seed: int | None = None) -> Any:
+        import random
+
+        from turnbon_graph.testing import (
+            CapturedRequest,
+            chat_completion,
+            is_selector_request,
+            last_user_text,
+        )
+
+        draws = random.Random(seed)  # drawn on the stub's one event-loop thread
+
+        def answer(request: CapturedRequest) -> dict[str, Any]:
+            if is_selector_request(request):
+                pick = {"reason": "the stub takes the first candidate shown", "selected_index": 0}
+                return chat_completion(json.dumps(pick))
+            draft = draws.randint(1, self.DRAFTS)
+            said = last_user_text(request) or "(no user message)"
+            return chat_completion(f"Stub draft {draft} of {self.DRAFTS}. You said: {said}")
+
+        return answer
 
 
 def serve_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -225,9 +366,12 @@ def serve_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
     return settings, {k: v for k, v in options.items() if v is not None}
 
 
-def turn_settings(settings: dict[str, Any], options: dict[str, Any]) -> Any:
+def turn_settings(
+    settings: dict[str, Any], options: dict[str, Any], local: dict[str, Any] | None = None
+) -> Any:
     """The `TurnConfig` the server runs: the turn options, with the generator's
-    connection (--api-base, the --api-key-env key, --temperature) and the selector."""
+    connection (--api-base, the --api-key-env key, --temperature; or `local`, the stub's)
+    and the selector (on the stub too, when it is a model id)."""
     from turnbon_graph.cli.models import make_selector, selector_kwargs
     from turnbon_graph.config import turn_config
     from turnbon_graph.errors import ConfigurationError
@@ -239,8 +383,9 @@ def turn_settings(settings: dict[str, Any], options: dict[str, Any]) -> Any:
         "temperature": settings["temperature"],
     }
     completion.update({k: v for k, v in connection.items() if v is not None})
+    completion.update(local or {})
     selector = make_selector(settings["selector"], options.get("seed"))
-    kwargs = selector_kwargs(selector, None, settings["selector_api_base"])
+    kwargs = selector_kwargs(selector, local, settings["selector_api_base"])
     if kwargs is not None:
         options["selector_kwargs"] = {**(options.get("selector_kwargs") or {}), **kwargs}
     if "selector" in options:

@@ -45,6 +45,7 @@ from turnbon_graph.openai_format import (
     parse_chat_request,
 )
 from turnbon_graph.serve.config import ServeConfig
+from turnbon_graph.serve.limits import BodyError, read_json_body
 from turnbon_graph.turn import TurnEngine, turn_record
 
 __all__ = ["create_app", "error_response"]
@@ -77,11 +78,22 @@ def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Star
     ]
     app = Starlette(
         routes=routes,
-        exception_handlers={HTTPException: _http_error},
+        exception_handlers={HTTPException: _http_error, BodyError: _body_error},
         lifespan=service.lifespan,
     )
     app.state.engine = service.engine
     return app
+
+
+async def _body_error(request: Request, exc: Exception) -> Response:
+    """A refused body (`limits.read_json_body`), in OpenAI's error shape. A 413 closes
+    the connection, so that the rest of the body is not read."""
+    if not isinstance(exc, BodyError):
+        raise exc
+    response = error_response(exc.status, str(exc), "invalid_request_error", exc.code)
+    if exc.status == 413:
+        response.headers["connection"] = "close"
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -139,12 +151,7 @@ class _Service:
     async def chat(self, request: Request) -> Response:
         if (refused := self._refused(request)) is not None:
             return refused
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return error_response(
-                400, "the request body is not valid JSON", "invalid_request_error", "invalid_json"
-            )
+        body = await read_json_body(request, self.config)  # a BodyError: _body_error
         try:
             chat = parse_chat_request(body)
         except ConfigurationError as exc:

@@ -11,10 +11,12 @@ from pydantic import SecretStr
 from turnbon_graph.config import TurnConfig
 from turnbon_graph.errors import ConfigurationError
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ServeConfig"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "MB", "ServeConfig"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+MB = 1024 * 1024
+"""The unit of `--max-body-mb`."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,25 @@ class ServeConfig:
     """Seconds a streamed turn may run before its stream starts (status 200) and an SSE
     comment goes out every `keepalive_s`, so that proxies' and clients' read timeouts do
     not end long turns; a turn that fails sooner gets its own status. 0: never."""
+    max_body_bytes: int = 10 * MB
+    """A larger request body is a 413, refused before the rest of it is read. A chat
+    body is text: a 128k-token transcript is well under 1 MB, so 10 MB leaves room for
+    long contexts and a few inline images while bounding what one request may hold in
+    memory (each request also fans out to N upstream calls). OpenAI's own limit is
+    higher, for images and files sent inline: send those by URL, or raise this."""
+    max_json_depth: int = 64
+    """A body whose arrays and objects nest deeper is a 400; no chat body (a tool's
+    JSON schema included) comes near it, and it keeps the parsing and everything after
+    it far from Python's recursion limit."""
+    header_timeout_s: float = 10.0
+    """Seconds a connection may take to send a request's line and headers (from
+    connecting, or from the request's first byte on a kept-alive connection) before it
+    is closed. Clients send them at once; only a broken or hostile one takes longer."""
+    max_header_bytes: int = 64 * 1024
+    """Larger request headers get a 431 and the connection is closed."""
+    idle_timeout_s: int = 5
+    """Seconds an idle kept-alive connection stays open between requests (uvicorn's
+    `timeout_keep_alive`, whose default this is)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -50,3 +71,10 @@ class ServeConfig:
             raise ConfigurationError("shutdown_timeout must be >= 0 seconds")
         if self.keepalive_s < 0:
             raise ConfigurationError("keepalive_s must be >= 0 seconds (0: no keep-alive)")
+        for name in ("max_body_bytes", "max_json_depth", "max_header_bytes", "idle_timeout_s"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not self.header_timeout_s > 0:
+            raise ConfigurationError(
+                f"header_timeout_s must be above 0 seconds, got {self.header_timeout_s}"
+            )

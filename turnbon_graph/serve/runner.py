@@ -1,19 +1,25 @@
 """Running the app under uvicorn: in the foreground (`turnbon serve`: uvicorn's own
 SIGTERM/SIGINT handling, in-flight requests finished within the shutdown timeout, then
 cancelled), or on a background thread (`BackgroundServer`: tests, benchmarks, notebooks).
+Either way with the server's limits (`limits.guarded_protocol`, the idle timeout, the
+header size).
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.config import LOG_LEVELS, LOGGING_CONFIG
 
 from turnbon_graph.serve.app import create_app
 from turnbon_graph.serve.config import DEFAULT_HOST, ServeConfig
+from turnbon_graph.serve.limits import guarded_protocol
 
 __all__ = ["BackgroundServer", "run_server"]
 
@@ -22,41 +28,50 @@ def run_server(
     config: ServeConfig,
     *,
     log_level: str = "info",
+    access_log: bool = False,
     workers: int = 1,
     factory: str | None = None,
 ) -> None:
     """Serves `config` until SIGTERM or SIGINT; with `workers` > 1, in that many
     processes on the one port (uvicorn's own workers), each app made by `factory` (an
-    import string "module:function" that builds it afresh in the worker)."""
+    import string "module:function" that builds it afresh in the worker). `log_level`
+    (uvicorn's levels) holds for uvicorn's lines and the server's own (a line per turn
+    at info); `access_log` adds uvicorn's line per request (at info)."""
+    settings = {
+        **_settings(config, log_level),
+        "log_config": log_config(log_level),
+        "access_log": access_log,
+    }
     if workers > 1:
         if factory is None:
             raise ValueError("several workers need a factory: each builds its own app")
-        uvicorn.run(
-            factory,
-            factory=True,
-            workers=workers,
-            host=config.host,
-            port=config.port,
-            log_level=log_level,
-            timeout_graceful_shutdown=int(config.shutdown_timeout),
-            lifespan="on",
-        )
+        uvicorn.run(factory, factory=True, workers=workers, port=config.port, **settings)
         return
-    server = uvicorn.Server(_uvicorn_config(create_app(config), config, log_level))
+    server = uvicorn.Server(uvicorn.Config(create_app(config), port=config.port, **settings))
     server.run()
 
 
-def _uvicorn_config(
-    app: Starlette, config: ServeConfig, log_level: str, port: int | None = None
-) -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        host=config.host,
-        port=config.port if port is None else port,
-        log_level=log_level,
-        timeout_graceful_shutdown=int(config.shutdown_timeout),
-        lifespan="on",
-    )
+def _settings(config: ServeConfig, log_level: str) -> dict[str, Any]:
+    """uvicorn's settings for `config`, but the app, the port and the logging."""
+    return {
+        "host": config.host,
+        "log_level": log_level,
+        "timeout_graceful_shutdown": int(config.shutdown_timeout),
+        "timeout_keep_alive": config.idle_timeout_s,
+        "h11_max_incomplete_event_size": config.max_header_bytes,
+        "http": guarded_protocol(config),
+        "lifespan": "on",
+    }
+
+
+def log_config(log_level: str) -> dict[str, Any]:
+    """uvicorn's logging configuration, with the library's loggers (`turnbon.serve`'s
+    line per turn, and the rest) on uvicorn's handler at `log_level`."""
+    settings = copy.deepcopy(LOGGING_CONFIG)
+    level = LOG_LEVELS.get(log_level.lower(), log_level)
+    for name in ("turnbon", "turnbon_graph"):
+        settings["loggers"][name] = {"handlers": ["default"], "level": level, "propagate": False}
+    return settings
 
 
 class BackgroundServer:
@@ -73,8 +88,10 @@ class BackgroundServer:
         log_level: str = "warning",
     ) -> None:
         self.config = config
-        settings = _uvicorn_config(app or create_app(config), config, log_level, port)
-        self._server = uvicorn.Server(settings)
+        app = app or create_app(config)
+        self._server = uvicorn.Server(
+            uvicorn.Config(app, port=port, **_settings(config, log_level))
+        )
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> BackgroundServer:

@@ -1,0 +1,212 @@
+"""What one request may cost the server, so that no client can make it hold a connection,
+memory or a stack frame without bound:
+
+- `read_json_body`: the body of every endpoint, read with a byte bound (Content-Length
+  first, then the bytes as they stream, so a chunked body is refused as it grows, not
+  after it has been buffered) and a nesting bound checked without recursing. A refusal
+  is a `BodyError`, which the app answers in OpenAI's error shape (413 or 400).
+- `guarded_protocol`: uvicorn's HTTP protocol with a deadline on each request's headers
+  and a bound on their size. uvicorn closes idle keep-alive connections
+  (`timeout_keep_alive`) but never one that sent a partial request line or partial
+  headers; this closes it once `header_timeout_s` has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import re
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from turnbon_graph.errors import TurnBoNError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from turnbon_graph.serve.config import ServeConfig
+
+__all__ = ["BodyError", "guarded_protocol", "json_depth", "read_json_body"]
+
+
+class BodyError(TurnBoNError):
+    """A request body the server refuses: `status` 413 (too large) or 400 (not JSON,
+    nested too deep), `code` for OpenAI's error shape."""
+
+    def __init__(self, status: int, message: str, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+async def read_json_body(request: Request, config: ServeConfig) -> Any:
+    """The request's JSON body, read at most `config.max_body_bytes` into memory and
+    nested at most `config.max_json_depth` deep; else a `BodyError`."""
+    limit = config.max_body_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:  # a chunked body, or one longer than it said
+            raise _too_large(limit)
+        parts.append(part)
+    raw = b"".join(parts)
+    if json_depth(raw) > config.max_json_depth:
+        raise BodyError(
+            400,
+            f"the request body is nested deeper than {config.max_json_depth} levels",
+            "nested_too_deep",
+        )
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise BodyError(400, "the request body is not valid JSON", "invalid_json") from None
+
+
+def _too_large(limit: int) -> BodyError:
+    return BodyError(
+        413,
+        f"the request body is larger than this server's limit of {limit:,} bytes "
+        "(--max-body-mb); send images and files by URL",
+        "request_too_large",
+    )
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+"""A JSON string (the unrolled form: linear, no backtracking), whose brackets are text."""
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep the arrays and objects of JSON text `raw` nest (0 for a scalar), counted
+    over its brackets outside strings, without parsing or recursing: a body nested
+    100,000 deep is measured, not a RecursionError."""
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+# ---------------------------------------------------------------------- the protocol
+
+
+class _HeaderGuard(asyncio.Protocol):
+    """Mixed into uvicorn's HTTP protocol: while a connection waits for a request's
+    headers (from connecting, or from the first byte of a request on a kept-alive
+    connection), a timer runs; headers not complete within `header_timeout_s` close the
+    connection, and more than `max_header_bytes` of them get a 431 and a close. Once
+    the headers are in, the request is the app's and the timer stops; between requests
+    uvicorn's own keep-alive timeout closes an idle connection."""
+
+    def __init__(
+        self, *args: Any, header_timeout_s: float, max_header_bytes: int, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout_s = header_timeout_s
+        self.max_header_bytes = max_header_bytes
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._header_bytes = 0
+
+    def _waiting(self) -> bool:
+        """True while a request's headers have begun (or the connection is new) and
+        are not complete."""
+        raise NotImplementedError
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        counted = self._waiting()
+        super().data_received(data)
+        if not self._waiting():  # the headers are in (or nothing has begun)
+            self._disarm()
+            self._header_bytes = 0
+            return
+        self._header_bytes += len(data) if counted else 0
+        if self._header_bytes > self.max_header_bytes:
+            self._refuse_headers()
+        elif self._header_timer is None:  # a request begun on a kept-alive connection
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._header_timer = loop.call_later(self.header_timeout_s, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _timed_out(self) -> None:
+        self._header_timer = None
+        transport = getattr(self, "transport", None)
+        if transport is not None and not transport.is_closing():
+            transport.close()
+
+    def _refuse_headers(self) -> None:
+        self._disarm()
+        transport = getattr(self, "transport", None)
+        if transport is None or transport.is_closing():
+            return
+        text = b"the request headers are larger than this server's limit"
+        transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\n"
+            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(text), text)
+        )
+        transport.close()
+
+
+class GuardedH11Protocol(_HeaderGuard, H11Protocol):
+    """uvicorn's h11 protocol with the header guard."""
+
+    def _waiting(self) -> bool:
+        # h11 leaves IDLE when a request's headers are complete; a new connection, or
+        # one with a partial request line or headers buffered, is IDLE
+        return self.conn.their_state is h11.IDLE
+
+
+_GUARDED: type[_HeaderGuard] = GuardedH11Protocol
+try:  # uvicorn's "auto": httptools where it is installed (uvicorn[standard]), else h11
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedHttpToolsProtocol(_HeaderGuard, HttpToolsProtocol):
+        """uvicorn's httptools protocol with the header guard."""
+
+        _in_headers = False
+
+        def _waiting(self) -> bool:
+            return self._in_headers or self.cycle is None
+
+        def on_message_begin(self) -> None:
+            self._in_headers = True
+            super().on_message_begin()
+
+        def on_headers_complete(self) -> None:
+            self._in_headers = False
+            super().on_headers_complete()
+
+    _GUARDED = GuardedHttpToolsProtocol
+except ImportError:  # pragma: no cover - httptools comes with uvicorn[standard]
+    pass
+
+
+def guarded_protocol(config: ServeConfig) -> Any:
+    """uvicorn's `http` setting for `config`: its HTTP protocol (as uvicorn's "auto"
+    picks it) with the header guard. A partial of a module-level class, so that
+    uvicorn's worker processes can unpickle it."""
+    return functools.partial(
+        _GUARDED,
+        header_timeout_s=config.header_timeout_s,
+        max_header_bytes=config.max_header_bytes,
+    )
