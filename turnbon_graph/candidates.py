@@ -10,6 +10,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from turnbon_graph.errors import CallFailure
 from turnbon_graph.records import CandidateRecord, Usage
 
 
@@ -29,6 +30,8 @@ class Candidate:
     model: str
     message: AIMessage | None = None
     error: str | None = None
+    failure: CallFailure | None = None
+    """How its call failed (status, Retry-After, the upstream's words), when it did."""
     usage: Usage = field(default_factory=Usage)
     latency_s: float = 0.0
     votes: int = 1

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from asyncio_throttle import Throttler
 
-from turnbon_graph.errors import ConfigurationError, CredentialsError
+from turnbon_graph.errors import CallFailure, ConfigurationError, CredentialsError
 from turnbon_graph.litellm_calls import is_quiet, price_call, quiet_call
 from turnbon_graph.records import Usage
 
@@ -180,6 +180,8 @@ class LiteLLMClient:
                             f"{asked:g} s, longer than the {self.max_backoff:g} s a call waits; "
                             "lower rate_limit or max_concurrency to stay under the limit)",
                             status_code=getattr(exc, "status_code", None),
+                            retry_after=asked,
+                            error=redact_value(_error_object(exc), secret_values(kwargs)),
                         )
                     elif failure is exc:
                         raise
@@ -464,15 +466,86 @@ def redact_error(exc: Exception, secrets: list[str]) -> Exception:
     return CallFailedError(
         f"{type(exc).__name__}: {redact(str(exc), secrets)}",
         status_code=getattr(exc, "status_code", None),
+        retry_after=retry_after_seconds(exc),
+        error=redact_value(_error_object(exc), secrets),
+        timed_out=_timed_out(exc),
     )
 
 
 class CallFailedError(Exception):
-    """Stands in for a provider error whose message had to be redacted."""
+    """Stands in for a provider error whose message had to be redacted (or that was
+    not waited out): its status, Retry-After, error object and whether it timed out are
+    the original's."""
 
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        status_code: int | None = None,
+        *,
+        retry_after: float | None = None,
+        error: dict[str, Any] | None = None,
+        timed_out: bool = False,
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        self.retry_after = retry_after
+        self.error = error
+        self.timed_out = timed_out
+
+
+def call_failure(exc: BaseException, secrets: Iterable[str]) -> CallFailure:
+    """How a call failed, for a door to answer with (`AllCandidatesFailedError.status`):
+    the upstream's status (None for a dropped connection), its own message and error
+    object, the Retry-After it asked, whether it timed out; every secret redacted."""
+    secrets = list(secrets)
+    if isinstance(exc, CallFailedError):
+        error, retry_after, timed_out = exc.error, exc.retry_after, exc.timed_out
+    else:
+        error = redact_value(_error_object(exc), secrets)
+        retry_after, timed_out = retry_after_seconds(exc), _timed_out(exc)
+    said = error.get("message") if error else None
+    message = said if isinstance(said, str) and said else describe_error(exc)
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int) or _dropped(exc):
+        status = None
+    return CallFailure(
+        status=status,
+        message=redact(message, secrets),
+        retry_after=retry_after,
+        timed_out=timed_out,
+        error=error,
+    )
+
+
+def _error_object(exc: BaseException) -> dict[str, Any] | None:
+    """The upstream's OpenAI-shaped error object: `{"message", "type", "param", "code"}`
+    (what the OpenAI SDK keeps as the error's `body`, and LiteLLM for some statuses; for
+    the others it is in the reply LiteLLM keeps as its `response`)."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, Mapping):
+        response: Any = getattr(exc, "response", None)
+        try:
+            body = response.json()
+        except Exception:  # no reply, an unread stream, or not JSON
+            return None
+    if isinstance(body, Mapping) and isinstance(body.get("error"), str):
+        return {"message": body["error"]}
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        body = body["error"]
+    return dict(body) if isinstance(body, Mapping) else None
+
+
+def _timed_out(exc: BaseException) -> bool:
+    from litellm.exceptions import Timeout
+
+    return isinstance(exc, Timeout | asyncio.TimeoutError)
+
+
+def _dropped(exc: BaseException) -> bool:
+    """No reply at all (LiteLLM gives a dropped connection a status of 500)."""
+    from litellm.exceptions import APIConnectionError
+
+    return isinstance(exc, APIConnectionError)
 
 
 def describe_error(exc: BaseException) -> str:

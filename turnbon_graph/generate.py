@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from turnbon_graph.candidates import Candidate
 from turnbon_graph.client import (
     LiteLLMClient,
+    call_failure,
     check_reserved,
     describe_error,
     load_litellm,
@@ -356,7 +357,11 @@ class CandidateGenerator:
             error = redact(describe_error(exc), request.secrets)
             return [
                 Candidate(
-                    index=index, model=model, error=error, latency_s=time.monotonic() - started
+                    index=index,
+                    model=model,
+                    error=error,
+                    failure=call_failure(exc, request.secrets),
+                    latency_s=time.monotonic() - started,
                 )
             ]
         message = request.parse(message_from_choice(choice, result.response, result.usage))

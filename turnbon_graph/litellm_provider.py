@@ -22,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
+import httpx
 from langchain_core.messages import AIMessage
 
 from turnbon_graph.client import redact, secret_values, use_bundled_price_map
@@ -36,9 +38,10 @@ from turnbon_graph.openai_format import (
     chat_completion,
     chat_completion_chunks,
     parse_chat_request,
+    turn_usage,
 )
 from turnbon_graph.records import TurnRecord
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn import TurnEngine, turn_record
 
 use_bundled_price_map()  # before LiteLLM is imported: no fetch of its price list
 
@@ -110,8 +113,8 @@ class TurnBoNProvider(CustomLLM):
 
     async def turn(self, call: dict[str, Any]) -> AIMessage:
         """The chosen message for LiteLLM's handler arguments `call`. Failures become
-        `CustomLLMError`s with an HTTP status (400 for a bad request, 502 when every
-        candidate failed upstream), their text free of keys."""
+        `CustomLLMError`s with an HTTP status, which LiteLLM raises as its exception of
+        that status (`_failed`), their text free of keys."""
         connection = _connection(call)
         try:
             request = parse_chat_request(
@@ -120,7 +123,7 @@ class TurnBoNProvider(CustomLLM):
                     "model": call["model"],
                     "messages": call["messages"],
                 },
-                allowed=None,
+                owns_upstream=True,  # the caller's own connection: LiteLLM's fields pass
             )
             engine = self.engine(call["model"], connection)
             return await engine.run(
@@ -131,7 +134,7 @@ class TurnBoNProvider(CustomLLM):
         except ConfigurationError as exc:
             raise _error(400, exc, connection) from None
         except AllCandidatesFailedError as exc:
-            raise _error(502, exc, connection) from None
+            raise _failed(exc, connection) from None
 
     def _response(self, message: AIMessage, call: dict[str, Any]) -> ModelResponse:
         body = chat_completion(message, model=f"{self.name}/{call['model']}")
@@ -142,8 +145,11 @@ class TurnBoNProvider(CustomLLM):
 
     def _chunks(self, message: AIMessage, call: dict[str, Any]) -> Iterator[GenericStreamingChunk]:
         """The chosen message as LiteLLM's generic stream chunks (from the OpenAI ones);
-        the last carries the turn's usage (its record: `turnbon_record(message)` of the
-        chosen message is not reachable through a stream, so it rides on the chunk)."""
+        the last carries the turn's usage, which LiteLLM's stream wrapper gives a caller
+        that asked for it (`stream_options.include_usage`) as OpenAI does, in a last chunk
+        of its own, and no other caller; and the turn record (`turnbon_record(message)`
+        of the chosen message is not reachable through a stream, so it rides on it)."""
+        usage = turn_usage(turn_record(message), message)
         for chunk in chat_completion_chunks(message, model=f"{self.name}/{call['model']}"):
             choice = chunk["choices"][0]
             delta = choice["delta"]
@@ -154,7 +160,7 @@ class TurnBoNProvider(CustomLLM):
                 tool_use=_tool_use(calls[0]),
                 is_finished=finish is not None,
                 finish_reason=finish or "",
-                usage=chunk.get("usage"),
+                usage=usage if finish is not None else None,  # type: ignore[typeddict-item]
                 index=0,
                 provider_specific_fields=(
                     {RECORD_FIELD: chunk[RECORD_FIELD]} if RECORD_FIELD in chunk else None
@@ -205,9 +211,30 @@ def _connection(call: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in connection.items() if v is not None}
 
 
-def _error(status: int, exc: Exception, connection: dict[str, Any]) -> CustomLLMError:
-    message = redact(str(exc), secret_values(connection))
-    return CustomLLMError(status_code=status, message=message)  # type: ignore[no-untyped-call]
+def _error(
+    status: int, exc: Exception, connection: dict[str, Any], message: str | None = None
+) -> CustomLLMError:
+    """A `CustomLLMError`, which LiteLLM's exception mapping raises to the caller as its
+    exception of that status: 400 `BadRequestError` (a context-window text:
+    `ContextWindowExceededError`), 401 `AuthenticationError`, 404 `NotFoundError`, 429
+    `RateLimitError`, 502 `BadGatewayError`, 504 `Timeout`, ..."""
+    text = redact(message if message is not None else str(exc), secret_values(connection))
+    return CustomLLMError(status_code=status, message=text)  # type: ignore[no-untyped-call]
+
+
+def _failed(exc: AllCandidatesFailedError, connection: dict[str, Any]) -> CustomLLMError:
+    """Every candidate failed: the status of `exc` (the upstream's own 4xx and words when
+    every candidate got it, 504 when every call timed out, else 502), with a 429's
+    longest Retry-After as its headers (LiteLLM keeps them: `litellm_response_headers`,
+    and `response.headers`)."""
+    upstream = exc.upstream
+    error = _error(exc.status, exc, connection, upstream.message if upstream else None)
+    if (asked := exc.retry_after) is not None:
+        headers = httpx.Headers({"retry-after": str(math.ceil(asked))})
+        error.headers = headers  # type: ignore[attr-defined]
+        request = httpx.Request("POST", "http://turnbon.invalid/chat/completions")
+        error.response = httpx.Response(exc.status, headers=headers, request=request)  # type: ignore[attr-defined]
+    return error
 
 
 def register(provider: TurnBoNProvider, name: str = PROVIDER_NAME) -> TurnBoNProvider:

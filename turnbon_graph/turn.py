@@ -175,7 +175,8 @@ class TurnEngine:
         )
         if not turn.ok:
             last = max(candidates, key=lambda c: c.latency_s).error or "unknown error"
-            raise AllCandidatesFailedError(self.generator.label, len(candidates), last)
+            failures = [c.failure for c in candidates]
+            raise AllCandidatesFailedError(self.generator.label, len(candidates), last, failures)
         return turn
 
     async def _collect(

@@ -9,6 +9,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import litellm
@@ -17,8 +18,10 @@ import pytest
 from turnbon_graph.litellm_provider import TurnBoNProvider, register, turnbon_record
 from turnbon_graph.testing import (
     CapturedRequest,
+    StubResponse,
     StubServer,
     chat_completion,
+    error,
     is_selector_request,
     tool_call,
 )
@@ -255,19 +258,159 @@ async def test_one_engine_per_inner_model_and_connection(
     assert len(provider._engines) == 2
 
 
-async def test_every_candidate_failing_is_a_bad_gateway_without_the_key(
-    stub: StubServer, provider: TurnBoNProvider
-) -> None:
-    from turnbon_graph.testing import error
+@contextmanager
+def registered(stub: StubServer, **options: Any) -> Iterator[TurnBoNProvider]:
+    """A provider like the fixture's with other options (one call per candidate)."""
+    handler = register(
+        TurnBoNProvider(
+            n=3,
+            native_n=False,
+            selector="openai/stub",
+            selector_kwargs={"api_base": stub.base_url, "api_key": "none"},
+            **options,
+        )
+    )
+    try:
+        yield handler
+    finally:
+        handler.close()
+        litellm.custom_provider_map = [
+            e for e in litellm.custom_provider_map if e["custom_handler"] is not handler
+        ]
 
-    stub.script(error(404, f"no such model (sent with {KEY})"))
-    with pytest.raises(litellm.BadGatewayError) as caught:
+
+async def test_every_candidate_failing_upstream_is_a_bad_gateway_without_the_key(
+    stub: StubServer,
+) -> None:
+    stub.script(error(500, f"it broke (sent with {KEY})"))
+    with registered(stub, max_retries=0), pytest.raises(litellm.BadGatewayError) as caught:
         await litellm.acompletion(**call_kwargs(stub))
     assert "All 3 candidate call(s)" in str(caught.value)
     assert KEY not in str(caught.value)
+
+
+async def test_a_refused_key_is_an_authentication_error(
+    stub: StubServer, provider: TurnBoNProvider
+) -> None:
     # A refused key is the caller's (it passed the inner model's key): a 401 saying so.
-    stub.reset()
     stub.script(error(401, f"invalid key {KEY}"))
     with pytest.raises(litellm.AuthenticationError) as refused:
         await litellm.acompletion(**call_kwargs(stub))
     assert "refused the key" in str(refused.value) and KEY not in str(refused.value)
+
+
+async def test_every_candidate_refused_alike_is_litellms_error_of_that_status(
+    stub: StubServer, provider: TurnBoNProvider
+) -> None:
+    said = "max_tokens is too large: this model supports at most 16384 completion tokens"
+    stub.script(error(400, f"{said} (key {KEY})"))
+    with pytest.raises(litellm.BadRequestError) as caught:
+        await litellm.acompletion(**call_kwargs(stub))
+    assert caught.value.status_code == 400
+    assert caught.value.message.endswith(f"{said} (key [REDACTED])")  # its words, no key
+    assert "All 3 candidate" not in caught.value.message
+    stub.reset()
+    stub.script(error(404, "The model `stub` does not exist"))
+    with pytest.raises(litellm.NotFoundError) as missing:
+        await litellm.acompletion(**call_kwargs(stub))
+    assert missing.value.message.endswith("The model `stub` does not exist")
+
+
+def rate_limits() -> list[StubResponse]:
+    """429s asking to retry after 7, 20.5 and 3 s: one for each of 3 candidates (one
+    call each), the longest rounded up 21 s."""
+    return [error(429, "slow down", retry_after=seconds) for seconds in (7, 20.5, 3)]
+
+
+async def test_a_rate_limit_on_every_candidate_is_a_rate_limit_error_with_its_retry_after(
+    stub: StubServer,
+) -> None:
+    stub.script(*rate_limits())
+    with registered(stub, max_retries=0), pytest.raises(litellm.RateLimitError) as caught:
+        await litellm.acompletion(**call_kwargs(stub))
+    assert caught.value.status_code == 429 and caught.value.message.endswith("slow down")
+    assert caught.value.litellm_response_headers["retry-after"] == "21"
+    assert caught.value.response.headers["retry-after"] == "21"
+
+
+async def test_a_mixed_set_of_failures_is_a_bad_gateway(stub: StubServer) -> None:
+    stub.script(error(400, "bad request"), error(500, "it broke"))
+    with registered(stub, max_retries=0), pytest.raises(litellm.BadGatewayError) as caught:
+        await litellm.acompletion(**call_kwargs(stub))
+    assert "All 3 candidate call(s)" in caught.value.message
+
+
+async def test_every_candidate_timing_out_is_litellms_timeout(stub: StubServer) -> None:
+    stub.script(StubResponse(body=chat_completion("late"), delay=5))
+    with registered(stub, max_retries=0, timeout=0.3), pytest.raises(litellm.Timeout) as caught:
+        await litellm.acompletion(**call_kwargs(stub))
+    assert "All 3 candidate call(s)" in caught.value.message
+
+
+BAD_VALUES = [
+    ("temperature", "hot", "temperature must be a number from 0 to 2"),
+    ("max_tokens", -5, "max_tokens must be an integer from 1"),
+    ("max_tokens", 10**12, "max_tokens must be an integer from 1 to 2147483647"),
+    ("top_logprobs", 25, "top_logprobs must be an integer from 0 to 20"),
+    ("tool_choice", "always", "tool_choice must be"),
+    ("n", 2, "n must be 1"),
+    ("audio", {"voice": "alloy", "format": "wav"}, "never audio"),
+]
+"""(field, value, what the refusal says): values both doors refuse before any call."""
+
+
+@pytest.mark.parametrize(("field", "value", "says"), BAD_VALUES)
+async def test_a_bad_value_is_a_bad_request_naming_its_field_before_any_call(
+    stub: StubServer, provider: TurnBoNProvider, field: str, value: Any, says: str
+) -> None:
+    with pytest.raises(litellm.BadRequestError) as caught:
+        await litellm.acompletion(**call_kwargs(stub, **{field: value}))
+    assert says in caught.value.message
+    assert stub.requests == []  # nothing went upstream
+
+
+async def test_fields_that_change_nothing_are_accepted_and_not_sent_upstream(
+    stub: StubServer, provider: TurnBoNProvider
+) -> None:
+    script_turns(stub)
+    ignored = {"store": False, "service_tier": "auto", "prompt_cache_key": "k", "user": "ann"}
+    vendor = {"chat_template_kwargs": {"enable_thinking": False}}
+    response = await litellm.acompletion(
+        **call_kwargs(stub, metadata={"run": "r-7"}, extra_body={"top_k": 5}, **ignored, **vendor)
+    )
+    assert_is_the_choice(response, stub)
+    generator = [r.body or {} for r in stub.requests if not is_selector_request(r)]
+    for sent in generator:
+        assert not {*ignored, "metadata"} & set(sent)
+        assert sent["chat_template_kwargs"] == {"enable_thinking": False} and sent["top_k"] == 5
+
+
+def test_a_stream_carries_usage_only_when_asked_ending_in_a_chunk_with_no_choices(
+    stub: StubServer, provider: TurnBoNProvider
+) -> None:
+    script_turns(stub)
+    unasked = list(litellm.completion(**call_kwargs(stub, stream=True)))
+    assert all(getattr(chunk, "usage", None) is None for chunk in unasked)
+    stub.reset()
+    script_turns(stub)
+    asked = list(
+        litellm.completion(**call_kwargs(stub, stream=True, stream_options={"include_usage": True}))
+    )
+    *deltas, last = asked
+    assert last.choices == [] and (last.usage.prompt_tokens, last.usage.completion_tokens) == (
+        44,
+        28,
+    )
+    assert all(getattr(chunk, "usage", None) is None for chunk in deltas)
+
+
+async def test_an_async_stream_asked_for_usage_ends_in_it(
+    stub: StubServer, provider: TurnBoNProvider
+) -> None:
+    script_turns(stub)
+    stream = await litellm.acompletion(
+        **call_kwargs(stub, stream=True, stream_options={"include_usage": True})
+    )
+    chunks = [chunk async for chunk in stream]
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 72
+    assert all(getattr(chunk, "usage", None) is None for chunk in chunks[:-1])

@@ -23,10 +23,23 @@ import pytest
 from openai import OpenAI
 from pydantic import SecretStr
 
-from tests.integration_tests.test_litellm_provider import CHOSEN, TOOLS, counts, script_turns
+from tests.integration_tests.test_litellm_provider import (
+    BAD_VALUES,
+    CHOSEN,
+    TOOLS,
+    counts,
+    rate_limits,
+    script_turns,
+)
 from turnbon_graph.config import turn_config
 from turnbon_graph.serve import BackgroundServer, ServeConfig
-from turnbon_graph.testing import StubResponse, StubServer, chat_completion, error
+from turnbon_graph.testing import (
+    StubResponse,
+    StubServer,
+    chat_completion,
+    error,
+    is_selector_request,
+)
 
 UPSTREAM_KEY = "sk-upstream-secret-0123456789"
 MESSAGES: list[Any] = [{"role": "user", "content": "Where am I?"}]
@@ -115,25 +128,55 @@ def test_the_assembled_stream_equals_the_plain_answer(
     plain = client_of(server).chat.completions.create(**request)
     stub.reset()
     script_turns(stub, text=not tools)
-    content, calls, usage = _streamed(client_of(server), **request)
+    asked = {"stream_options": {"include_usage": True}}
+    content, calls, usage = _streamed(client_of(server), **request, **asked)
     message = plain.choices[0].message
     assert content == (message.content or "")
     assert calls == [(c.function.name, c.function.arguments) for c in message.tool_calls or []]  # type: ignore[union-attr]
     assert usage == plain.usage
 
 
-def test_the_stream_is_server_sent_events_ending_in_done(
-    stub: StubServer, server: BackgroundServer
-) -> None:
-    script_turns(stub, text=True)
-    body = {"model": "turnbon", "messages": MESSAGES, "stream": True}
+def _events(server: BackgroundServer, **fields: Any) -> list[Any]:
+    """The raw server-sent events of a streamed chat completion: each data line's JSON,
+    and "[DONE]"."""
+    body = {"model": "turnbon", "messages": MESSAGES, "stream": True, **fields}
     with httpx.stream("POST", f"{server.base_url}/chat/completions", json=body) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         text = response.read().decode()
-    events = [line for line in text.split("\n\n") if line]
-    assert events[-1] == "data: [DONE]"
-    last = json.loads(events[-2].removeprefix("data: "))
-    assert last["turnbon"]["selector"] == "llm:openai/stub" and last["usage"]["total_tokens"] == 72
+    data = [line.removeprefix("data: ") for line in text.split("\n\n") if line]
+    return [event if event == "[DONE]" else json.loads(event) for event in data]
+
+
+def test_the_stream_is_server_sent_events_ending_in_done_with_no_usage_unasked(
+    stub: StubServer, server: BackgroundServer
+) -> None:
+    script_turns(stub, text=True)
+    *chunks, done = _events(server)
+    assert done == "[DONE]"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["turnbon"]["selector"] == "llm:openai/stub"
+    assert all("usage" not in chunk for chunk in chunks)  # as OpenAI: only when asked
+
+
+def test_a_stream_asked_for_usage_ends_in_a_usage_chunk_with_no_choices(
+    stub: StubServer, server: BackgroundServer
+) -> None:
+    script_turns(stub, text=True)
+    *chunks, last, done = _events(server, stream_options={"include_usage": True})
+    assert done == "[DONE]"
+    assert last["choices"] == [] and last["usage"]["total_tokens"] == 72
+    assert last["turnbon"]["selector"] == "llm:openai/stub"  # the record stays last
+    assert all(chunk["usage"] is None and "turnbon" not in chunk for chunk in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    # the SDK sees the same: usage on the last chunk only, the record in its model_extra
+    stub.reset()
+    script_turns(stub, text=True)
+    stream = client_of(server).chat.completions.create(
+        model="turnbon", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+    )
+    received = list(stream)
+    assert [c.usage is not None for c in received] == [False] * (len(received) - 1) + [True]
+    assert (received[-1].model_extra or {})["turnbon"]["n_requested"] == 3
 
 
 def test_a_long_streamed_turn_is_kept_alive_until_its_chunks(stub: StubServer) -> None:
@@ -192,6 +235,11 @@ def test_the_commands_defaults_are_the_servers() -> None:
         ("{not json", "not valid JSON"),
         ('{"messages": [{"role": "user", "content": "x"}], "n": 2}', "n must be 1"),
         ('{"messages": [{"role": "user", "content": "x"}], "api_base": "http://x"}', "api_base"),
+        ('{"messages": [{"role": "user", "content": "x"}], "audio": {"voice": "x"}}', "audio"),
+        (
+            '{"messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"]}',
+            "never audio",
+        ),
     ],
 )
 def test_a_bad_request_is_a_400_in_openais_error_shape(
@@ -218,7 +266,7 @@ def test_the_sdk_sees_a_bad_request_error(stub: StubServer, server: BackgroundSe
 def test_every_candidate_failing_upstream_is_a_502_and_the_server_stays_up(
     stub: StubServer, server: BackgroundServer
 ) -> None:
-    stub.script(error(404, f"no such model (sent with {UPSTREAM_KEY})"))
+    stub.script(error(503, f"overloaded (sent with {UPSTREAM_KEY})"))  # retried, then given up
     with pytest.raises(openai.APIStatusError) as caught:
         client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
     assert caught.value.status_code == 502
@@ -238,6 +286,113 @@ def test_every_candidate_failing_upstream_is_a_502_and_the_server_stays_up(
     script_turns(stub, text=True)
     answer = client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
     assert answer.choices[0].message.content == CHOSEN
+
+
+def test_fields_that_change_nothing_are_accepted_and_not_sent_upstream(
+    stub: StubServer, server: BackgroundServer
+) -> None:
+    script_turns(stub, text=True)
+    response = client_of(server).chat.completions.create(
+        model="turnbon",
+        messages=MESSAGES,
+        store=False,
+        metadata={"run": "r-7"},
+        service_tier="auto",
+        user="ann",
+        prediction={"type": "content", "content": "pwd"},
+        modalities=["text"],
+        temperature=0.4,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    )
+    assert response.choices[0].message.content == CHOSEN
+    generator = [r.body or {} for r in stub.requests if not is_selector_request(r)]
+    assert len(generator) == 3
+    for sent in generator:
+        assert not {"store", "metadata", "service_tier", "user", "prediction"} & set(sent)
+        assert sent["temperature"] == 0.4
+        assert sent["chat_template_kwargs"] == {"enable_thinking": False}  # a vendor field
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    # (LiteLLM itself cuts a longer stop list to 4 before the provider sees it)
+    [*BAD_VALUES, ("stop", ["a", "b", "c", "d", "e"], "up to 4 strings")],
+)
+def test_a_bad_value_is_a_400_naming_its_field_before_any_call(
+    stub: StubServer, server: BackgroundServer, field: str, value: Any, says: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client_of(server).chat.completions.create(
+            model="turnbon", messages=MESSAGES, extra_body={field: value}
+        )
+    assert caught.value.status_code == 400
+    assert caught.value.param == field and says in caught.value.message
+    assert stub.requests == []  # nothing went upstream
+
+
+def test_every_candidate_refused_alike_is_the_upstreams_own_status_and_words(
+    stub: StubServer, server: BackgroundServer
+) -> None:
+    said = "max_tokens is too large: this model supports at most 16384 completion tokens"
+    stub.script(error(400, f"{said} (key {UPSTREAM_KEY})"))
+    with pytest.raises(openai.BadRequestError) as caught:
+        client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert caught.value.status_code == 400
+    body: Any = caught.value.body
+    assert body["message"] == f"{said} (key [REDACTED])"  # its words, no key
+    assert body["type"] == "invalid_request_error"
+    stub.reset()
+    stub.script(error(404, "The model `stub` does not exist"))
+    with pytest.raises(openai.NotFoundError) as missing:
+        client_of(server).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert "The model `stub` does not exist" in missing.value.message
+
+
+def test_a_rate_limit_on_every_candidate_is_a_429_with_the_longest_retry_after(
+    stub: StubServer,
+) -> None:
+    # No retries left: what the upstream said after them is what the client hears (one
+    # call per candidate, so that each candidate meets one of these).
+    stub.script(*rate_limits())
+    config = serve_config(stub, options={"max_retries": 0, "native_n": False})
+    with BackgroundServer(config) as running, pytest.raises(openai.RateLimitError) as caught:
+        client_of(running).chat.completions.create(model="turnbon", messages=MESSAGES)
+    body: Any = caught.value.body
+    assert caught.value.status_code == 429 and body["message"] == "slow down"
+    assert body["type"] == "rate_limit_error"
+    assert caught.value.response.headers["retry-after"] == "21"
+    assert len(stub.requests) == 3
+
+
+def test_a_retry_after_too_long_to_wait_reaches_the_client(stub: StubServer) -> None:
+    # Over the 60 s a call waits: the engine gives up at once and the client hears the ask.
+    stub.script(error(429, "slow down", retry_after=120))
+    config = serve_config(stub, options={"native_n": False})
+    with BackgroundServer(config) as running, pytest.raises(openai.RateLimitError) as caught:
+        client_of(running).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert caught.value.response.headers["retry-after"] == "120"
+    assert len(stub.requests) == 3  # one call each, none retried
+
+
+def test_a_mixed_set_of_failures_is_a_502(stub: StubServer) -> None:
+    stub.script(error(400, "bad request"), error(500, "it broke"))  # then 500s
+    config = serve_config(stub, options={"max_retries": 0, "native_n": False})
+    with BackgroundServer(config) as running, pytest.raises(openai.APIStatusError) as caught:
+        client_of(running).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert caught.value.status_code == 502
+    assert "retry-after" not in caught.value.response.headers
+    body: Any = caught.value.body
+    assert body["code"] == "all_candidates_failed" and "All 3 candidate call(s)" in body["message"]
+
+
+def test_every_candidate_timing_out_is_a_504(stub: StubServer) -> None:
+    stub.script(StubResponse(body=chat_completion("late"), delay=5))
+    config = serve_config(stub, options={"timeout": 0.3, "max_retries": 0})
+    with BackgroundServer(config) as running, pytest.raises(openai.APIStatusError) as caught:
+        client_of(running).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert caught.value.status_code == 504
+    body: Any = caught.value.body
+    assert body["code"] == "timeout" and "Timeout" in body["message"]
 
 
 def test_the_bearer_check_refuses_a_wrong_key(stub: StubServer) -> None:

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.errors import ConfigurationError, RequestFieldError
 from turnbon_graph.openai_format import (
+    FORWARDED,
+    IGNORED,
     RECORD_FIELD,
     chat_completion,
     chat_completion_chunks,
@@ -36,6 +38,7 @@ TOOLS = [
         },
     }
 ]
+USER = [{"role": "user", "content": "x"}]
 
 
 def _call(name: str, args: dict[str, Any], id: str = "call_1") -> dict[str, Any]:
@@ -127,11 +130,117 @@ def test_malformed_requests_say_what_to_fix(body: Any, says: str) -> None:
     assert says in str(caught.value)
 
 
-def test_any_setting_passes_when_the_caller_is_trusted() -> None:
+def test_a_caller_that_owns_the_upstream_forwards_litellms_fields_and_its_extra_body() -> None:
     request = parse_chat_request(
-        {"messages": [{"role": "user", "content": "x"}], "custom_flag": 1}, allowed=None
+        {
+            "messages": [{"role": "user", "content": "x"}],
+            "custom_flag": 1,
+            "extra_body": {"guided_choice": ["a", "b"]},
+            "store": True,
+        },
+        owns_upstream=True,
     )
-    assert request.settings == {"custom_flag": 1}
+    assert request.settings == {"custom_flag": 1, "extra_body": {"guided_choice": ["a", "b"]}}
+    with pytest.raises(RequestFieldError, match="extra_body may not set n"):
+        parse_chat_request({"messages": USER, "extra_body": {"n": 4}}, owns_upstream=True)
+
+
+def test_fields_that_change_nothing_for_a_turn_are_accepted_and_not_forwarded() -> None:
+    ignored = {
+        "store": False,
+        "metadata": {"run": "7"},
+        "service_tier": "auto",
+        "user": "ann",
+        "prediction": {"type": "content", "content": "x"},
+        "safety_identifier": "h-1",
+        "prompt_cache_key": "k",
+        "logprobs": False,
+        "top_logprobs": 0,
+        "modalities": ["text"],
+    }
+    assert set(ignored) - {"modalities"} <= set(IGNORED)
+    request = parse_chat_request({"messages": USER, **ignored, "seed": 3, "temperature": None})
+    assert request.settings == {"seed": 3}  # a null counts as absent
+
+
+def test_vendor_fields_of_openai_compatible_servers_are_forwarded() -> None:
+    vendor = {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20, "min_p": 0.05}
+    assert parse_chat_request({"messages": USER, **vendor}).settings == vendor
+    assert set(vendor) <= set(FORWARDED)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("temperature", "hot", "temperature must be a number from 0 to 2"),
+        ("temperature", 2.5, "temperature must be a number from 0 to 2"),
+        ("temperature", True, "temperature must be a number"),
+        ("top_p", 1.5, "top_p must be a number from 0 to 1"),
+        ("max_tokens", -5, "max_tokens must be an integer from 1 to 2147483647"),
+        ("max_tokens", 10**12, "max_tokens must be an integer from 1 to 2147483647"),
+        ("max_tokens", 1.5, "max_tokens must be an integer"),
+        ("max_completion_tokens", 0, "max_completion_tokens must be an integer from 1"),
+        ("presence_penalty", -3, "presence_penalty must be a number from -2 to 2"),
+        ("frequency_penalty", "x", "frequency_penalty must be a number from -2 to 2"),
+        ("n", "2", "n must be a positive integer"),
+        ("n", 0, "n must be a positive integer"),
+        ("n", 2, "n must be 1"),
+        ("stream", "yes", "stream must be true or false"),
+        ("stop", ["a", "b", "c", "d", "e"], "stop must be a string or a list of up to 4"),
+        ("stop", 7, "stop must be a string or a list"),
+        ("seed", 1.5, "seed must be an integer"),
+        ("logprobs", "yes", "logprobs must be true or false"),
+        ("top_logprobs", 21, "top_logprobs must be an integer from 0 to 20"),
+        ("tool_choice", "always", "tool_choice must be 'none', 'auto', 'required'"),
+        ("tool_choice", {"type": "function"}, "tool_choice must be"),
+        ("response_format", {"type": "yaml"}, "response_format must be"),
+        ("response_format", {"type": "json_schema"}, "response_format must be"),
+        ("stream_options", {"include_usage": "yes"}, "stream_options must be an object"),
+        ("stream_options", True, "stream_options must be an object"),
+        ("store", "no", "store must be true or false"),
+        ("metadata", "x", "metadata must be a JSON object"),
+        ("modalities", ["text", "audio"], "never audio"),
+        ("audio", {"voice": "alloy", "format": "wav"}, "audio is not accepted"),
+        ("extra_body", {"top_k": 3}, "unsupported request field(s): extra_body"),
+        ("api_base", "http://evil", "the upstream endpoint and its key are the server's"),
+        ("headers", {"x": "y"}, "the upstream endpoint and its key are the server's"),
+        ("guided_json", {}, "unsupported request field(s): guided_json"),
+    ],
+)
+def test_a_value_openai_refuses_is_refused_naming_its_field(
+    field: str, value: Any, says: str
+) -> None:
+    with pytest.raises(RequestFieldError) as caught:
+        parse_chat_request({"messages": USER, field: value})
+    assert caught.value.param == field
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("temperature", 0),
+        ("temperature", 2),
+        ("max_tokens", 2**31 - 1),
+        ("stop", "END"),
+        ("stop", ["a", "b", "c", "d"]),
+        ("seed", -1),
+        ("tool_choice", {"type": "function", "function": {"name": "shell"}}),
+        ("tool_choice", {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}),
+        ("response_format", {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}),
+        ("logit_bias", {"50256": -100}),
+    ],
+)
+def test_values_at_openais_bounds_are_forwarded(field: str, value: Any) -> None:
+    assert parse_chat_request({"messages": USER, field: value}).settings == {field: value}
+
+
+def test_stream_options_ask_for_usage() -> None:
+    asked = parse_chat_request(
+        {"messages": USER, "stream": True, "stream_options": {"include_usage": True}}
+    )
+    assert asked.stream and asked.include_usage and asked.settings == {}
+    assert not parse_chat_request({"messages": USER, "stream": True}).include_usage
 
 
 def _record() -> TurnRecord:
@@ -212,7 +321,7 @@ def _assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     return {"message": message, "finish_reason": finish}
 
 
-def test_chunks_assemble_to_the_same_message_and_end_with_usage() -> None:
+def test_chunks_assemble_to_the_same_message_with_the_record_last_and_no_usage() -> None:
     message = _chosen(
         content="Running two commands. " * 10,
         tool_calls=[
@@ -226,7 +335,19 @@ def test_chunks_assemble_to_the_same_message_and_end_with_usage() -> None:
     assembled = _assemble(chunks)
     assert assembled["message"] == whole["choices"][0]["message"]
     assert assembled["finish_reason"] == "tool_calls"
-    assert chunks[-1]["usage"] == whole["usage"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
     assert chunks[-1][RECORD_FIELD] == whole[RECORD_FIELD]
-    assert all("usage" not in chunk for chunk in chunks[:-1])
+    assert all("usage" not in chunk for chunk in chunks)  # not asked for
     assert len({chunk["id"] for chunk in chunks}) == 1
+
+
+def test_asked_for_usage_the_chunks_end_in_a_usage_chunk_with_no_choices() -> None:
+    message = _chosen(content="All done.")
+    whole = chat_completion(message, model="m")
+    chunks = chat_completion_chunks(message, model="m", include_usage=True)
+    *deltas, last = chunks
+    assert last["choices"] == [] and last["usage"] == whole["usage"]
+    assert last[RECORD_FIELD] == whole[RECORD_FIELD]
+    assert all(chunk["usage"] is None and RECORD_FIELD not in chunk for chunk in deltas)
+    assert _assemble(deltas)["message"] == whole["choices"][0]["message"]
+    assert deltas[-1]["choices"][0]["finish_reason"] == "stop"

@@ -19,6 +19,7 @@ import asyncio
 import hmac
 import json
 import logging
+import math
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -56,13 +57,15 @@ CLIENT_GONE = 499
 """The status logged for a request whose client left before its turn was chosen."""
 
 
-def error_response(status: int, message: str, kind: str, code: str) -> JSONResponse:
+def error_response(
+    status: int, message: str, kind: str, code: str, *, param: str | None = None
+) -> JSONResponse:
     """An error in OpenAI's shape."""
-    return JSONResponse(_error_body(message, kind, code), status_code=status)
+    return JSONResponse(_error_body(message, kind, code, param), status_code=status)
 
 
-def _error_body(message: str, kind: str, code: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def _error_body(message: str, kind: str, code: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Starlette:
@@ -155,32 +158,35 @@ class _Service:
         try:
             chat = parse_chat_request(body)
         except ConfigurationError as exc:
-            return error_response(400, str(exc), "invalid_request_error", "invalid_request")
+            param = getattr(exc, "param", None)  # a RequestFieldError names its field
+            return error_response(
+                400, str(exc), "invalid_request_error", "invalid_request", param=param
+            )
         name = chat.model or self.config.name
         turn = asyncio.create_task(self._turn(request, chat))
         try:
             if chat.stream and self.config.keepalive_s:
                 await asyncio.wait({turn}, timeout=self.config.keepalive_s)
                 if not turn.done():  # a long turn: start the stream, keep it alive
-                    events = self._kept_alive(turn, name)
+                    events = self._kept_alive(turn, name, chat.include_usage)
                     return StreamingResponse(events, media_type="text/event-stream")
             await asyncio.wait({turn})
         except BaseException:  # this handler was cancelled (shutdown): so is its turn
             turn.cancel()
             raise
-        if (failure := self._failure(turn)) is not None:
-            status, body = failure
-            return JSONResponse(body, status_code=status)
+        if (failed := self._failure_response(turn)) is not None:
+            return failed
         message = turn.result()
         if message is None:
             return Response(status_code=CLIENT_GONE)
         if chat.stream:
-            chunks = chat_completion_chunks(message, model=name)
+            chunks = chat_completion_chunks(message, model=name, include_usage=chat.include_usage)
             return StreamingResponse(_events(chunks), media_type="text/event-stream")
         return JSONResponse(chat_completion(message, model=name))
 
     def _failure(self, turn: asyncio.Task[AIMessage | None]) -> tuple[int, dict[str, Any]] | None:
-        """The status and OpenAI-shaped error body for a finished turn that raised."""
+        """The status and OpenAI-shaped error body for a finished turn that raised (its
+        headers: `_failure_response`)."""
         exc = None if turn.cancelled() else turn.exception()
         if exc is None:
             return None
@@ -188,17 +194,41 @@ class _Service:
             log.warning("turn failed upstream: %s", self._clean(exc))
             return 502, _error_body(self._clean(exc), "upstream_error", "upstream_credentials")
         if isinstance(exc, ConfigurationError):
-            return 400, _error_body(self._clean(exc), "invalid_request_error", "invalid_request")
+            param = getattr(exc, "param", None)
+            body = _error_body(self._clean(exc), "invalid_request_error", "invalid_request", param)
+            return 400, body
         if isinstance(exc, AllCandidatesFailedError):
             log.warning("turn failed upstream: %s", self._clean(exc))
-            return 502, _error_body(self._clean(exc), "upstream_error", "all_candidates_failed")
+            return exc.status, self._upstream_body(exc)
         # a bug or an unexpected failure: answer, stay up
         log.error("turn failed: %s: %s", type(exc).__name__, self._clean(exc))
         text = f"the turn failed: {type(exc).__name__}: {self._clean(exc)}"
         return 500, _error_body(text, "server_error", "internal_error")
 
+    def _failure_response(self, turn: asyncio.Task[AIMessage | None]) -> Response | None:
+        """`_failure` as a response: a 429 with the longest `Retry-After` the upstream
+        asked of any candidate."""
+        if (failure := self._failure(turn)) is None:
+            return None
+        exc = turn.exception()
+        asked = exc.retry_after if isinstance(exc, AllCandidatesFailedError) else None
+        headers = {"Retry-After": str(math.ceil(asked))} if asked is not None else None
+        return JSONResponse(failure[1], status_code=failure[0], headers=headers)
+
+    def _upstream_body(self, exc: AllCandidatesFailedError) -> dict[str, Any]:
+        """Every candidate refused alike (a 4xx): the upstream's own error, its words and
+        type, keys redacted. Else (timeouts, 5xx, dropped connections, a mixed set) the
+        turn's error, naming the model and the last failure."""
+        if (upstream := exc.upstream) is None:
+            code = "timeout" if exc.status == 504 else "all_candidates_failed"
+            return _error_body(self._clean(exc), "upstream_error", code)
+        given = {k: v for k, v in (upstream.error or {}).items() if isinstance(v, str)}
+        message = redact(upstream.message, self._secrets)
+        kind, code = given.get("type", "invalid_request_error"), given.get("code", "upstream")
+        return _error_body(message, kind, code, given.get("param"))
+
     async def _kept_alive(
-        self, turn: asyncio.Task[AIMessage | None], name: str
+        self, turn: asyncio.Task[AIMessage | None], name: str, include_usage: bool = False
     ) -> AsyncIterator[str]:
         """A stream started before its turn was chosen: an SSE comment (which clients
         skip) every `keepalive_s`, so that no proxy or client read timeout ends a long
@@ -216,7 +246,8 @@ class _Service:
             return
         message = turn.result()
         if message is not None:
-            for event in _events(chat_completion_chunks(message, model=name)):
+            chunks = chat_completion_chunks(message, model=name, include_usage=include_usage)
+            for event in _events(chunks):
                 yield event
 
     async def _turn(self, request: Request, chat: ChatRequest) -> AIMessage | None:
