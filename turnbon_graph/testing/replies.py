@@ -163,12 +163,14 @@ def error(
     *,
     retry_after: float | None = None,
     delay: float = 0.0,
+    headers: dict[str, str] | None = None,
 ) -> StubResponse:
-    """Build an OpenAI-style error response, with a ``Retry-After`` header if given."""
+    """Build an OpenAI-style error response, with a ``Retry-After`` header if given
+    (``headers``: any others, such as ``retry-after-ms``)."""
     kind, code = _ERROR_KINDS.get(
         status, ("server_error", "server_error") if status >= 500 else ("api_error", "error")
     )
-    headers: dict[str, str] = {}
+    headers = dict(headers or {})
     if retry_after is not None:
         headers["Retry-After"] = f"{retry_after:g}"
     return StubResponse(
