@@ -78,8 +78,8 @@ CHOSEN = "Paris"
 OBSERVED = ": 21 C, sunny"
 """What the recipes' `get_weather` returns after the city: in a request, the client ran it."""
 ANSWER = "It is 21 C and sunny in Paris."
-CALL_TOKENS = 18
-"""The stub's usage of every call (11 prompt + 7 completion tokens)."""
+CALL_TOKENS: int = chat_completion()["usage"]["total_tokens"]
+"""The usage of every call the stub answers."""
 SELECTOR = "llm:openai/gpt-4o"
 
 
