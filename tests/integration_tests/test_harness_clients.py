@@ -67,6 +67,7 @@ TESTED = {
     "dspy-provider",
     "llama-index",
     "langchain-openai",
+    "langchain-openai-stream",
 }
 """The recipes the tests below run: every one on the page."""
 
@@ -395,3 +396,19 @@ def test_langchain_chat_openai(
     assert messages[2].content == f"{CHOSEN}{OBSERVED}"
     first, second = turns(upstream)
     assert printed(capsys) == [ANSWER, str(tokens(first)), str(tokens(second))]
+
+
+@needs("langchain_openai", TEST_EXTRA)
+def test_langchain_chat_openai_streamed(
+    server: BackgroundServer, upstream: StubServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script(upstream, weather_call, text_answer)
+    run_recipe("langchain-openai-stream", server)
+    assert_the_chosen_call_ran(upstream)
+    first, second = turns(upstream)
+    assert printed(capsys) == [
+        f"turn: {tokens(first)} tokens",
+        f"tool: {CHOSEN}{OBSERVED}",
+        ANSWER,
+        f"turn: {tokens(second)} tokens",
+    ]
