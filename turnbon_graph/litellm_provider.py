@@ -32,7 +32,12 @@ from langchain_core.messages import AIMessage
 
 from turnbon_graph.client import redact, secret_values, use_bundled_price_map
 from turnbon_graph.config import TurnConfig, reveal_secrets, turn_config
-from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError, CredentialsError
+from turnbon_graph.errors import (
+    AllCandidatesFailedError,
+    CallFailure,
+    ConfigurationError,
+    CredentialsError,
+)
 from turnbon_graph.openai_format import (
     RECORD_FIELD,
     chat_completion,
@@ -46,6 +51,8 @@ from turnbon_graph.turn import TurnEngine, turn_record
 use_bundled_price_map()  # before LiteLLM is imported: no fetch of its price list
 
 import litellm  # noqa: E402
+from litellm.exceptions import ContextWindowExceededError  # noqa: E402
+from litellm.litellm_core_utils.exception_mapping_utils import ExceptionCheckers  # noqa: E402
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError  # noqa: E402
 from litellm.types.llms.openai import ChatCompletionToolCallChunk  # noqa: E402
 from litellm.types.utils import GenericStreamingChunk, ModelResponse  # noqa: E402
@@ -222,12 +229,16 @@ def _error(
     return CustomLLMError(status_code=status, message=text)  # type: ignore[no-untyped-call]
 
 
-def _failed(exc: AllCandidatesFailedError, connection: dict[str, Any]) -> CustomLLMError:
+def _failed(exc: AllCandidatesFailedError, connection: dict[str, Any]) -> Exception:
     """Every candidate failed: the status of `exc` (the upstream's own 4xx and words when
     every candidate got it, 504 when every call timed out, else 502), with a 429's
     longest Retry-After as its headers (LiteLLM keeps them: `litellm_response_headers`,
-    and `response.headers`)."""
+    and `response.headers`). A context too long is LiteLLM's `ContextWindowExceededError`,
+    as LiteLLM raises it for the inner model, which harnesses catch to end an episode."""
     upstream = exc.upstream
+    if upstream is not None and exc.status == 400 and _context_too_long(upstream):
+        text = redact(upstream.message, secret_values(connection))
+        return ContextWindowExceededError(message=text, model=exc.model, llm_provider=PROVIDER_NAME)
     error = _error(exc.status, exc, connection, upstream.message if upstream else None)
     if (asked := exc.retry_after) is not None:
         headers = httpx.Headers({"retry-after": str(math.ceil(asked))})
@@ -235,6 +246,14 @@ def _failed(exc: AllCandidatesFailedError, connection: dict[str, Any]) -> Custom
         request = httpx.Request("POST", "http://turnbon.invalid/chat/completions")
         error.response = httpx.Response(exc.status, headers=headers, request=request)  # type: ignore[attr-defined]
     return error
+
+
+def _context_too_long(failure: CallFailure) -> bool:
+    """Whether the upstream refused the request as too long for the model's context (by
+    LiteLLM's own test of an error's text)."""
+    if (failure.error or {}).get("code") == "context_length_exceeded":
+        return True
+    return ExceptionCheckers.is_error_str_context_window_exceeded(failure.message)
 
 
 def register(provider: TurnBoNProvider, name: str = PROVIDER_NAME) -> TurnBoNProvider:

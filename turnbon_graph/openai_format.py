@@ -3,9 +3,16 @@ takes (LangChain messages, OpenAI tools, per-call settings), and the chosen `AIM
 with its turn record into a `chat.completion` body or `chat.completion.chunk`s.
 
 The LiteLLM provider (`litellm_provider`) and the HTTP server (`serve`) share it, so the
-two doors harnesses use cannot translate differently. Messages are accepted as real
-harnesses send them: an assistant message with `tool_calls` and no `content` key,
-`content: null`, tool messages, lists of content parts, `name` fields. No LiteLLM here.
+two doors harnesses use cannot translate differently. One declared list says what a
+request may carry: `FORWARDED` fields (OpenAI's sampling and tool settings, and the
+vendor fields of OpenAI-compatible servers such as `chat_template_kwargs`) reach every
+generator call, `IGNORED` ones (`store`, `metadata`, `service_tier`, `user`, ...) are
+accepted and dropped, `REFUSED` ones (`audio`, the connection) are refused with why, and
+every value is checked as OpenAI checks it before any call (`RequestFieldError` names the
+field). Messages are accepted as real harnesses send them: an assistant message with
+`tool_calls` and no `content` key, `content: null`, tool messages, lists of content
+parts, `name` fields. Streams are sent as OpenAI sends them: `usage` only when
+`stream_options.include_usage` asks, in a last chunk with no choices. No LiteLLM here.
 """
 
 from __future__ import annotations

@@ -316,6 +316,16 @@ async def test_every_candidate_refused_alike_is_litellms_error_of_that_status(
     assert missing.value.message.endswith("The model `stub` does not exist")
 
 
+async def test_a_context_too_long_for_every_candidate_is_litellms_context_window_error(
+    stub: StubServer, provider: TurnBoNProvider
+) -> None:
+    said = "This model's maximum context length is 8192 tokens; your messages had 9000"
+    stub.script(error(400, said))
+    with pytest.raises(litellm.ContextWindowExceededError) as caught:
+        await litellm.acompletion(**call_kwargs(stub))
+    assert caught.value.status_code == 400 and caught.value.message.endswith(said)
+
+
 def rate_limits() -> list[StubResponse]:
     """429s asking to retry after 7, 20.5 and 3 s: one for each of 3 candidates (one
     call each), the longest rounded up 21 s."""

@@ -4,6 +4,7 @@ send them in, the chosen message and its turn record out (whole and as chunks)."
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from turnbon_graph.openai_format import (
     FORWARDED,
     IGNORED,
     RECORD_FIELD,
+    REFUSED,
     chat_completion,
     chat_completion_chunks,
     parse_chat_request,
@@ -351,3 +353,10 @@ def test_asked_for_usage_the_chunks_end_in_a_usage_chunk_with_no_choices() -> No
     assert all(chunk["usage"] is None and RECORD_FIELD not in chunk for chunk in deltas)
     assert _assemble(deltas)["message"] == whole["choices"][0]["message"]
     assert deltas[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_the_serve_page_lists_every_declared_field() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "serve.md").read_text()
+    table = page[page.index("## Request fields") : page.index("## Errors")]
+    for name in [*FORWARDED, *IGNORED, *REFUSED]:
+        assert f"`{name}`" in table, name

@@ -3,10 +3,14 @@ Turn-BoN turn of the served model, answered with the chosen action.
 
 `POST /v1/chat/completions` (tools, `tool_choice`, `stream: true` as server-sent events
 ending in `data: [DONE]`), `GET /v1/models`, `GET /health`. The turn record is the
-response's top-level `"turnbon"` field (on the last chunk when streaming). Errors come in
-OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`: 400 for a malformed
-body or a bad option, 401 for a wrong key, 502 when every candidate failed upstream, 500
-for anything else, and nothing a request does stops the server. One engine serves every
+response's top-level `"turnbon"` field (on the last chunk when streaming; `usage` only
+with `stream_options.include_usage`, in a last chunk with no choices, as OpenAI streams).
+A request's fields are read by `openai_format`'s one list, every value checked before any
+call. Errors come in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`:
+400 for a malformed body or a bad field (`param` names it), 401 for a wrong key; when no
+candidate succeeded, the upstream's own status and error if every candidate got the same
+4xx (a 429 with the longest `Retry-After` asked), 504 if every call timed out, else 502;
+500 for anything else, and nothing a request does stops the server. One engine serves every
 request, so concurrent requests share its `max_concurrency` and `rate_limit`. A client
 that goes away cancels its turn (and the upstream calls in flight). A streamed turn that
 takes longer than `keepalive_s` starts its stream early and sends an SSE comment every
