@@ -137,10 +137,9 @@ async def test_the_default_selector_speaks_through_the_agents_model(stub: StubSe
 
 async def test_candidates_do_not_stream_as_the_agents_messages(stub: StubServer) -> None:
     script(stub)
-    # Whole replies (the stub answers no SSE): each model run still reaches the messages
-    # stream at its end, unless it is tagged `nostream`.
-    model = chat_model(stub).model_copy(update={"disable_streaming": True})
-    agent = create_agent(model, [shell], middleware=[middleware(stub)])
+    # The stub streams (ChatOpenAI asks it to, under messages mode): every candidate's
+    # chunks would reach the messages stream, unless it is tagged `nostream`.
+    agent = create_agent(chat_model(stub), [shell], middleware=[middleware(stub)])
     streamed: list[AIMessage] = []
     custom: list[dict[str, Any]] = []
     async for mode, chunk in agent.astream(
@@ -152,11 +151,42 @@ async def test_candidates_do_not_stream_as_the_agents_messages(stub: StubServer)
                 streamed.append(message)
         else:
             custom.append(chunk)
+    assert all(r.body and r.body["stream"] for r in generator_requests(stub.requests))
     # One streamed AI message per turn (the chosen one), not one per candidate.
     assert [m.tool_calls[0]["args"]["command"] for m in streamed if m.tool_calls] == executed
     assert len(streamed) == 3
     kinds = [event["turnbon"] for event in custom]
     assert kinds.count("candidate_arrived") == 9 and kinds.count("selection_made") == 3
+
+
+def test_the_readme_agent_streams_in_messages_mode(stub: StubServer) -> None:
+    """The README's example, streamed: ChatOpenAI asks the stub for a stream under
+    messages mode, and the agent runs the same turns as `invoke` does."""
+    stub.route(is_selector_request, chat_completion(json.dumps({"selected_index": 1})))
+    stub.script(
+        chat_completion(tool_calls=[tool_call("shell", {"command": "ls"})]),
+        chat_completion(tool_calls=[tool_call("shell", {"command": "pytest -x"})]),
+        chat_completion("All tests pass."),
+    )
+    model = ChatOpenAI(model="stub", base_url=stub.base_url, api_key="none")
+    turnbon = TurnBoNMiddleware(n=2, max_concurrency=1, seed=0)  # the default selector: `model`
+    agent = create_agent(model, [shell], middleware=[turnbon])
+    streamed = [
+        message
+        for message, _ in agent.stream(
+            {"messages": [("user", "make the tests pass")]}, stream_mode="messages"
+        )
+    ]
+    assert all(r.body and r.body["stream"] is True for r in stub.requests)
+    chosen = [m for m in streamed if isinstance(m, AIMessage)]
+    assert [c["args"]["command"] for m in chosen for c in m.tool_calls] == executed
+    assert chosen[-1].content == "All tests pass."
+    records = [record for m in chosen if (record := turn_record(m)) is not None]
+    assert [(r.selector, r.n_ok) for r in records] == [
+        ("llm:openai-chat:stub", 2),
+        ("unanimous", 2),
+    ]
+    assert [m.content for m in streamed if isinstance(m, ToolMessage)] == [f"ran {executed[0]}"]
 
 
 async def test_a_failed_candidate_is_left_out_and_retry_middleware_inside_retries_it(

@@ -5,6 +5,8 @@ command and the official OpenAI SDK."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -274,6 +276,30 @@ def test_serve_model_stub_answers_offline_through_the_sdk(stub_command: ServeCom
     assert answer.usage is not None and answer.usage.total_tokens > 0
     models = client.models.list()
     assert [m.id for m in models.data] == ["turnbon"]
+
+
+def test_the_stub_answers_what_the_serve_page_shows() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text()
+    shown = re.search(
+        r"^```bash\n\.venv/bin/turnbon serve (--model stub [^\n]*) --port 8000\n```\n"
+        r".*?Asked `([^`]*)` as its first chat completion, it answers:\n\n```text\n([^\n]*)\n```"
+        r".*?`usage.total_tokens` is (\d+)",
+        page,
+        re.DOTALL | re.MULTILINE,
+    )
+    assert shown is not None
+    flags, asked, answer, tokens = shown.groups()
+    command = ServeCommand(*shlex.split(flags))
+    try:
+        client = OpenAI(base_url=command.base_url, api_key="none", max_retries=0)
+        response = client.chat.completions.create(
+            model="turnbon", messages=[{"role": "user", "content": asked}]
+        )
+    finally:
+        command.stop()
+    assert response.choices[0].message.content == answer
+    assert response.model_extra["turnbon"]["selector"] == "llm:openai/stub"  # type: ignore[index]
+    assert response.usage is not None and response.usage.total_tokens == int(tokens)
 
 
 def test_serve_model_stub_streams_through_the_sdk(stub_command: ServeCommand) -> None:

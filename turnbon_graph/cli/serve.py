@@ -306,8 +306,9 @@ def _stub(
 class ServedStub:
     """What `turnbon serve --model stub` plays: any chat request, as the generator, gets
     a numbered draft that echoes its last user message (drafts 1 to 3, drawn seeded, so
-    candidates may differ and the selector is asked); as the selector, it takes the
-    first candidate it is shown (which, shuffled, is any of them). No tool is called."""
+    candidates may differ and the selector is asked; a request for `n` choices gets `n`
+    drafts); as the selector, it takes the first candidate it is shown (which, shuffled,
+    is any of them). No tool is called."""
 
     DRAFTS = 3
 
@@ -317,6 +318,7 @@ class ServedStub:
         from turnbon_graph.testing import (
             CapturedRequest,
             chat_completion,
+            choice,
             is_selector_request,
             last_user_text,
         )
@@ -327,9 +329,12 @@ class ServedStub:
             if is_selector_request(request):
                 pick = {"reason": "the stub takes the first candidate shown", "selected_index": 0}
                 return chat_completion(json.dumps(pick))
-            draft = draws.randint(1, self.DRAFTS)
             said = last_user_text(request) or "(no user message)"
-            return chat_completion(f"Stub draft {draft} of {self.DRAFTS}. You said: {said}")
+            asked = (request.body or {}).get("n")
+            count = asked if isinstance(asked, int) and asked > 0 else 1
+            drafts = [draws.randint(1, self.DRAFTS) for _ in range(count)]
+            texts = [f"Stub draft {d} of {self.DRAFTS}. You said: {said}" for d in drafts]
+            return chat_completion(choices=[choice(t, index=i) for i, t in enumerate(texts)])
 
         return answer
 

@@ -1,6 +1,6 @@
 """What goes over the stub's wire: the captured request, the scripted answer, and the
-builders of OpenAI chat-completion bodies, tool calls and errors (plus a matcher for the
-library's selector requests).
+builders of OpenAI chat-completion bodies (and the chunks that stream them), tool calls
+and errors (plus a matcher for the library's selector requests).
 
 The request and answer types live here, not in `server`, because the builders make them
 (`error` returns a `StubResponse`) and the server consumes them. Stdlib only.
@@ -22,6 +22,7 @@ __all__ = [
     "StubResponse",
     "chat_completion",
     "choice",
+    "completion_chunks",
     "error",
     "is_selector_request",
     "last_user_text",
@@ -216,3 +217,51 @@ def last_user_text(request: CapturedRequest) -> str:
         return ""
     users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     return _message_text(users[-1].get("content")) if users else ""
+
+
+def completion_chunks(
+    completion: dict[str, Any], *, include_usage: bool = False, piece: int = 16
+) -> list[dict[str, Any]]:
+    """A ``chat.completion`` body as the ``chat.completion.chunk``s OpenAI streams for
+    it: per choice, the role, its reasoning and content in deltas of up to ``piece``
+    characters, each tool call (its id and name, then its arguments in pieces), and a
+    chunk with the finish reason; with ``include_usage`` (``stream_options``), every
+    chunk has ``"usage": null`` and a last one, with no choices, the usage."""
+    envelope = {
+        "id": completion.get("id") or f"chatcmpl-{_hex()}",
+        "object": "chat.completion.chunk",
+        "created": completion.get("created", int(time.time())),
+        "model": completion.get("model", "stub"),
+    }
+    chunks: list[dict[str, Any]] = []
+
+    def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> None:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        chunks.append({**envelope, "choices": [choice]})
+
+    def pieces(text: str) -> list[str]:
+        return [text[i : i + piece] for i in range(0, len(text), piece)]
+
+    for position, entry in enumerate(completion.get("choices") or []):
+        index = entry.get("index", position)
+        message = entry.get("message") or {}
+        chunk(index, {"role": "assistant", "content": ""})
+        for part in pieces(message.get("reasoning_content") or ""):
+            chunk(index, {"reasoning_content": part})
+        for part in pieces(message.get("content") or ""):
+            chunk(index, {"content": part})
+        if message.get("refusal"):
+            chunk(index, {"refusal": message["refusal"]})
+        for number, call in enumerate(message.get("tool_calls") or []):
+            function = call.get("function") or {}
+            head = {"name": function.get("name"), "arguments": ""}
+            first = {"index": number, "id": call.get("id"), "type": "function", "function": head}
+            chunk(index, {"tool_calls": [first]})
+            for part in pieces(function.get("arguments") or ""):
+                chunk(index, {"tool_calls": [{"index": number, "function": {"arguments": part}}]})
+        chunk(index, {}, entry.get("finish_reason") or "stop")
+    if include_usage:
+        for each in chunks:
+            each["usage"] = None
+        chunks.append({**envelope, "choices": [], "usage": completion.get("usage")})
+    return chunks

@@ -1,6 +1,7 @@
 """The stub's HTTP side: `StubServer`, an aiohttp app on its own event loop in a daemon
 thread, which captures each chat-completion request and answers it from the routes
-scripted on it (or the default reply), with delays, drops and disconnects.
+scripted on it (or the default reply), with delays, drops and disconnects; a request
+with `"stream": true` gets its scripted completion as server-sent events.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from turnbon_graph.testing.replies import (
     Responder,
     StubResponse,
     chat_completion,
+    completion_chunks,
     error,
 )
 
@@ -60,6 +62,14 @@ class StubServer:
     Routes are tried in the order added; the first whose ``match`` is true and which
     still has responders answers. Otherwise ``default`` answers (``chat_completion("ok")``
     unless given).
+
+    A request with ``"stream": true`` whose answer is a ``chat.completion`` (status 200,
+    a dict with ``choices``) gets it as OpenAI streams it: ``chat.completion.chunk``
+    server-sent events (the role, content and tool-call deltas, the finish reason; the
+    usage in a last chunk only with ``stream_options.include_usage``), then
+    ``data: [DONE]`` (``replies.completion_chunks``). Errors, malformed bodies, delays
+    and drops are answered as scripted, streamed or not, so a client sees what a
+    provider that fails before its stream starts sends.
     """
 
     def __init__(self, *, default: Responder | None = None) -> None:
@@ -283,7 +293,29 @@ class StubServer:
             # Writing to the closed transport fails quietly inside aiohttp; no bytes go out.
             return web.Response(status=499)
 
+        if _streamed(captured, reply):
+            return await self._stream(request, captured, reply)
         return self._to_http(reply)
+
+    async def _stream(
+        self, request: web.Request, captured: CapturedRequest, reply: StubResponse
+    ) -> web.StreamResponse:
+        """The scripted completion as server-sent events (`_streamed` said it is one)."""
+        assert isinstance(reply.body, dict) and captured.body is not None
+        options = captured.body.get("stream_options")
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        headers.update({k: v for k, v in reply.headers.items() if k.lower() != "content-type"})
+        response = web.StreamResponse(status=reply.status, headers=headers)
+        await response.prepare(request)
+        try:
+            for chunk in completion_chunks(reply.body, include_usage=usage):
+                await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):  # the client left mid-stream
+            self._record_disconnect()
+        return response
 
     @staticmethod
     def _to_http(reply: StubResponse) -> web.Response:
@@ -328,3 +360,11 @@ class StubServer:
             },
             status=404,
         )
+
+
+def _streamed(captured: CapturedRequest, reply: StubResponse) -> bool:
+    """Whether the answer goes out as a stream: the request asked for one and the answer
+    is a chat completion (an error or a malformed body goes out as scripted)."""
+    asked = captured.body is not None and captured.body.get("stream") is True
+    body = reply.body
+    return asked and reply.status == 200 and isinstance(body, dict) and "choices" in body
