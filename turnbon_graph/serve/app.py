@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -53,7 +53,7 @@ from turnbon_graph.serve.config import ServeConfig
 from turnbon_graph.serve.limits import BodyError, read_json_body
 from turnbon_graph.turn import TurnEngine, turn_record
 
-__all__ = ["create_app", "error_response"]
+__all__ = ["bad_request", "create_app", "error_response"]
 
 log = logging.getLogger("turnbon.serve")
 
@@ -70,6 +70,13 @@ def error_response(
 
 def _error_body(message: str, kind: str, code: str, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def bad_request(exc: ConfigurationError) -> JSONResponse:
+    """A 400 for a request refused before its turn (a `RequestFieldError` names its field
+    as `param`)."""
+    param = getattr(exc, "param", None)
+    return error_response(400, str(exc), "invalid_request_error", "invalid_request", param=param)
 
 
 def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Starlette:
@@ -162,18 +169,33 @@ class _Service:
         try:
             chat = parse_chat_request(body)
         except ConfigurationError as exc:
-            param = getattr(exc, "param", None)  # a RequestFieldError names its field
-            return error_response(
-                400, str(exc), "invalid_request_error", "invalid_request", param=param
-            )
+            return bad_request(exc)
         name = chat.model or self.config.name
+
+        def events(message: AIMessage) -> Iterator[str]:
+            return _events(
+                chat_completion_chunks(message, model=name, include_usage=chat.include_usage)
+            )
+
+        return await self.answer(request, chat, lambda m: chat_completion(m, model=name), events)
+
+    async def answer(
+        self,
+        request: Request,
+        chat: ChatRequest,
+        body: Callable[[AIMessage], dict[str, Any]],
+        events: Callable[[AIMessage], Iterable[str]],
+    ) -> Response:
+        """One turn for `chat`, answered with `body` of the chosen message (or, with
+        `chat.stream`, its server-sent `events`), or the turn's failure (`_failure`).
+        Every endpoint answers through this, so all share the keep-alive and failures."""
         turn = asyncio.create_task(self._turn(request, chat))
         try:
             if chat.stream and self.config.keepalive_s:
                 await asyncio.wait({turn}, timeout=self.config.keepalive_s)
                 if not turn.done():  # a long turn: start the stream, keep it alive
-                    events = self._kept_alive(turn, name, chat.include_usage)
-                    return StreamingResponse(events, media_type="text/event-stream")
+                    kept = self._kept_alive(turn, events)
+                    return StreamingResponse(kept, media_type="text/event-stream")
             await asyncio.wait({turn})
         except BaseException:  # this handler was cancelled (shutdown): so is its turn
             turn.cancel()
@@ -184,9 +206,8 @@ class _Service:
         if message is None:
             return Response(status_code=CLIENT_GONE)
         if chat.stream:
-            chunks = chat_completion_chunks(message, model=name, include_usage=chat.include_usage)
-            return StreamingResponse(_events(chunks), media_type="text/event-stream")
-        return JSONResponse(chat_completion(message, model=name))
+            return StreamingResponse(events(message), media_type="text/event-stream")
+        return JSONResponse(body(message))
 
     def _failure(self, turn: asyncio.Task[AIMessage | None]) -> tuple[int, dict[str, Any]] | None:
         """The status and OpenAI-shaped error body for a finished turn that raised (its
@@ -232,7 +253,9 @@ class _Service:
         return _error_body(message, kind, code, given.get("param"))
 
     async def _kept_alive(
-        self, turn: asyncio.Task[AIMessage | None], name: str, include_usage: bool = False
+        self,
+        turn: asyncio.Task[AIMessage | None],
+        events: Callable[[AIMessage], Iterable[str]],
     ) -> AsyncIterator[str]:
         """A stream started before its turn was chosen: an SSE comment (which clients
         skip) every `keepalive_s`, so that no proxy or client read timeout ends a long
@@ -250,8 +273,7 @@ class _Service:
             return
         message = turn.result()
         if message is not None:
-            chunks = chat_completion_chunks(message, model=name, include_usage=include_usage)
-            for event in _events(chunks):
+            for event in events(message):
                 yield event
 
     async def _turn(self, request: Request, chat: ChatRequest) -> AIMessage | None:
