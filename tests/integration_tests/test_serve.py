@@ -385,6 +385,16 @@ def test_a_mixed_set_of_failures_is_a_502(stub: StubServer) -> None:
     assert body["code"] == "all_candidates_failed" and "All 3 candidate call(s)" in body["message"]
 
 
+def test_dropped_connections_are_a_502(stub: StubServer) -> None:
+    stub.script(StubResponse(drop=True))
+    config = serve_config(stub, options={"max_retries": 0})
+    with BackgroundServer(config) as running, pytest.raises(openai.APIStatusError) as caught:
+        client_of(running).chat.completions.create(model="turnbon", messages=MESSAGES)
+    assert caught.value.status_code == 502
+    body: Any = caught.value.body
+    assert body["code"] == "all_candidates_failed"
+
+
 def test_every_candidate_timing_out_is_a_504(stub: StubServer) -> None:
     stub.script(StubResponse(body=chat_completion("late"), delay=5))
     config = serve_config(stub, options={"timeout": 0.3, "max_retries": 0})
