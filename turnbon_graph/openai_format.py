@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.messages.ai import UsageMetadata
@@ -60,7 +60,7 @@ _Check = Callable[[str, Any], None]
 """Raises `RequestFieldError` naming the field when its value is not one OpenAI takes."""
 
 
-def _fail(name: str, wanted: str, value: Any) -> None:
+def _fail(name: str, wanted: str, value: Any) -> NoReturn:
     raise RequestFieldError(name, f"{name} must be {wanted}, got {value!r:.80}")
 
 
