@@ -24,7 +24,7 @@ from openai import OpenAI
 
 from turnbon_graph.config import turn_config
 from turnbon_graph.serve import BackgroundServer, ServeConfig
-from turnbon_graph.serve.limits import json_depth
+from turnbon_graph.serve.limits import PROTOCOLS, json_depth
 from turnbon_graph.testing import StubServer, chat_completion
 
 BODY_MB = 20
@@ -166,6 +166,11 @@ def until_closed(conn: socket.socket) -> bytes:
     return got
 
 
+HTTP = sorted(PROTOCOLS)
+"""uvicorn's HTTP protocols here: h11, and httptools where uvicorn[standard] is installed."""
+
+
+@pytest.mark.parametrize("http", HTTP)
 @pytest.mark.parametrize(
     "sent",
     [
@@ -175,16 +180,21 @@ def until_closed(conn: socket.socket) -> bytes:
     ],
     ids=["request-line", "headers", "nothing"],
 )
-def test_a_connection_that_sends_partial_headers_is_closed(stub: StubServer, sent: bytes) -> None:
-    with BackgroundServer(serve_config(stub, header_timeout_s=0.5)) as server:
+def test_a_connection_that_sends_partial_headers_is_closed(
+    stub: StubServer, sent: bytes, http: str
+) -> None:
+    with BackgroundServer(serve_config(stub, header_timeout_s=0.5, http=http)) as server:
         with connection(server) as conn:
             conn.sendall(sent)
             assert until_closed(conn) == b""
         assert httpx.get(f"{server.base_url.removesuffix('/v1')}/health").status_code == 200
 
 
-def test_a_partial_second_request_on_a_kept_alive_connection_is_closed(stub: StubServer) -> None:
-    config = serve_config(stub, header_timeout_s=0.5, idle_timeout_s=600)
+@pytest.mark.parametrize("http", HTTP)
+def test_a_partial_second_request_on_a_kept_alive_connection_is_closed(
+    stub: StubServer, http: str
+) -> None:
+    config = serve_config(stub, header_timeout_s=0.5, idle_timeout_s=600, http=http)
     with BackgroundServer(config) as server, connection(server) as conn:
         conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         assert conn.recv(65536).startswith(b"HTTP/1.1 200")
@@ -192,8 +202,9 @@ def test_a_partial_second_request_on_a_kept_alive_connection_is_closed(stub: Stu
         assert until_closed(conn) == b""
 
 
-def test_headers_larger_than_the_limit_close_the_connection(stub: StubServer) -> None:
-    config = serve_config(stub, max_header_bytes=4096, header_timeout_s=600)
+@pytest.mark.parametrize("http", HTTP)
+def test_headers_larger_than_the_limit_close_the_connection(stub: StubServer, http: str) -> None:
+    config = serve_config(stub, max_header_bytes=4096, header_timeout_s=600, http=http)
     with BackgroundServer(config) as server, connection(server) as conn:
         conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
         with suppress(BrokenPipeError, ConnectionResetError):  # closed while we send

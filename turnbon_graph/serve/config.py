@@ -57,6 +57,9 @@ class ServeConfig:
     idle_timeout_s: int = 5
     """Seconds an idle kept-alive connection stays open between requests (uvicorn's
     `timeout_keep_alive`, whose default this is)."""
+    http: str = "auto"
+    """uvicorn's HTTP protocol: "h11", "httptools" (uvicorn[standard]'s), or "auto"
+    (httptools where it is installed), each with the header guard."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -74,6 +77,8 @@ class ServeConfig:
         for name in ("max_body_bytes", "max_json_depth", "max_header_bytes", "idle_timeout_s"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.http not in ("auto", "h11", "httptools"):
+            raise ConfigurationError(f"http must be auto, h11 or httptools, got {self.http!r}")
         if not self.header_timeout_s > 0:
             raise ConfigurationError(
                 f"header_timeout_s must be above 0 seconds, got {self.header_timeout_s}"

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from turnbon_graph.errors import TurnBoNError
+from turnbon_graph.errors import ConfigurationError, TurnBoNError
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
     from turnbon_graph.serve.config import ServeConfig
 
-__all__ = ["BodyError", "guarded_protocol", "json_depth", "read_json_body"]
+__all__ = ["PROTOCOLS", "BodyError", "guarded_protocol", "json_depth", "read_json_body"]
 
 
 class BodyError(TurnBoNError):
@@ -176,8 +176,9 @@ class GuardedH11Protocol(_HeaderGuard, H11Protocol):
         return self.conn.their_state is h11.IDLE
 
 
-_GUARDED: type[_HeaderGuard] = GuardedH11Protocol
-try:  # uvicorn's "auto": httptools where it is installed (uvicorn[standard]), else h11
+PROTOCOLS: dict[str, type[_HeaderGuard]] = {"h11": GuardedH11Protocol}
+"""uvicorn's HTTP protocols, each with the header guard, by uvicorn's names for them."""
+try:  # httptools comes with uvicorn[standard]
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class GuardedHttpToolsProtocol(_HeaderGuard, HttpToolsProtocol):
@@ -186,7 +187,11 @@ try:  # uvicorn's "auto": httptools where it is installed (uvicorn[standard]), e
         _in_headers = False
 
         def _waiting(self) -> bool:
-            return self._in_headers or self.cycle is None
+            if self.cycle is None:  # a new connection
+                return True
+            # a request begun, not while a response is going out (a pipelined request
+            # left partial is the keep-alive timeout's, armed once the response is out)
+            return self._in_headers and self.cycle.response_complete
 
         def on_message_begin(self) -> None:
             self._in_headers = True
@@ -196,17 +201,26 @@ try:  # uvicorn's "auto": httptools where it is installed (uvicorn[standard]), e
             self._in_headers = False
             super().on_headers_complete()
 
-    _GUARDED = GuardedHttpToolsProtocol
-except ImportError:  # pragma: no cover - httptools comes with uvicorn[standard]
+    PROTOCOLS["httptools"] = GuardedHttpToolsProtocol
+except ImportError:  # pragma: no cover
     pass
 
 
 def guarded_protocol(config: ServeConfig) -> Any:
-    """uvicorn's `http` setting for `config`: its HTTP protocol (as uvicorn's "auto"
-    picks it) with the header guard. A partial of a module-level class, so that
-    uvicorn's worker processes can unpickle it."""
+    """uvicorn's `http` setting for `config`: the HTTP protocol `config.http` names
+    ("auto", as uvicorn picks: httptools where it is installed, else h11) with the
+    header guard. A partial of a module-level class, so that uvicorn's worker
+    processes can unpickle it."""
+    name = config.http
+    if name == "auto":
+        name = "httptools" if "httptools" in PROTOCOLS else "h11"
+    if name not in PROTOCOLS:
+        raise ConfigurationError(
+            f"http {config.http!r}: uvicorn here has {', '.join(['auto', *PROTOCOLS])} "
+            "(httptools comes with uvicorn[standard])"
+        )
     return functools.partial(
-        _GUARDED,
+        PROTOCOLS[name],
         header_timeout_s=config.header_timeout_s,
         max_header_bytes=config.max_header_bytes,
     )
