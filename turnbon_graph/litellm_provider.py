@@ -222,9 +222,8 @@ def _error(
     status: int, exc: Exception, connection: dict[str, Any], message: str | None = None
 ) -> CustomLLMError:
     """A `CustomLLMError`, which LiteLLM's exception mapping raises to the caller as its
-    exception of that status: 400 `BadRequestError` (a context-window text:
-    `ContextWindowExceededError`), 401 `AuthenticationError`, 404 `NotFoundError`, 429
-    `RateLimitError`, 502 `BadGatewayError`, 504 `Timeout`, ..."""
+    exception of that status: 400 `BadRequestError`, 401 `AuthenticationError`, 404
+    `NotFoundError`, 429 `RateLimitError`, 502 `BadGatewayError`, 504 `Timeout`, ..."""
     text = redact(message if message is not None else str(exc), secret_values(connection))
     return CustomLLMError(status_code=status, message=text)  # type: ignore[no-untyped-call]
 
