@@ -29,6 +29,10 @@ from turnbon_graph.testing.replies import (
 
 __all__ = ["StubServer"]
 
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The largest request body the stub takes (aiohttp's default, 1 MiB, is far below what
+providers take: a long transcript would get aiohttp's 413, unrecorded)."""
+
 # Poll interval while a scripted delay runs; small enough that disconnects are noticed
 # promptly, large enough not to spin.
 _POLL_INTERVAL = 0.01
@@ -141,7 +145,7 @@ class StubServer:
         loop.run_forever()
 
     async def _setup(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_post("/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
