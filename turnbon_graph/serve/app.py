@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -51,6 +51,7 @@ from turnbon_graph.openai_format import (
 )
 from turnbon_graph.serve.config import ServeConfig
 from turnbon_graph.serve.limits import BodyError, read_json_body
+from turnbon_graph.serve.responses import responses_reader
 from turnbon_graph.turn import TurnEngine, turn_record
 
 __all__ = ["bad_request", "create_app", "error_response"]
@@ -86,6 +87,8 @@ def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Star
     routes = [
         chat,
         Route("/chat/completions", service.chat, methods=["POST"]),
+        Route("/v1/responses", service.responses, methods=["POST"]),
+        Route("/responses", service.responses, methods=["POST"]),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
@@ -115,8 +118,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     message = f"no endpoint {request.method} {request.url.path}"
     if status == 405:
         message = f"{request.url.path} does not take {request.method}"
-    hint = "; the endpoints are POST /v1/chat/completions, GET /v1/models, GET /health"
+    hint = (
+        "; the endpoints are POST /v1/chat/completions, POST /v1/responses, "
+        "GET /v1/models, GET /health"
+    )
     return error_response(status, message + hint, "invalid_request_error", "not_found")
+
+
+Reply = tuple[
+    ChatRequest, Callable[[AIMessage], dict[str, Any]], Callable[[AIMessage], Iterable[str]]
+]
+"""What an endpoint makes of a request body: the turn's request, and how to answer with
+the chosen message, whole (a JSON body) and streamed (server-sent events)."""
 
 
 class _Service:
@@ -129,6 +142,7 @@ class _Service:
         self._secrets = secret_values(kwargs)
         key = config.require_key
         self._key = key.get_secret_value().encode() if key is not None else None
+        self._read_responses = responses_reader(config)
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -163,13 +177,13 @@ class _Service:
         )
 
     async def chat(self, request: Request) -> Response:
-        if (refused := self._refused(request)) is not None:
-            return refused
-        body = await read_json_body(request, self.config)  # a BodyError: _body_error
-        try:
-            chat = parse_chat_request(body)
-        except ConfigurationError as exc:
-            return bad_request(exc)
+        return await self.answer(request, self._read_chat)
+
+    async def responses(self, request: Request) -> Response:
+        return await self.answer(request, self._read_responses)
+
+    async def _read_chat(self, body: Any) -> Reply:
+        chat = parse_chat_request(body)
         name = chat.model or self.config.name
 
         def events(message: AIMessage) -> Iterator[str]:
@@ -177,18 +191,21 @@ class _Service:
                 chat_completion_chunks(message, model=name, include_usage=chat.include_usage)
             )
 
-        return await self.answer(request, chat, lambda m: chat_completion(m, model=name), events)
+        return chat, lambda m: chat_completion(m, model=name), events
 
-    async def answer(
-        self,
-        request: Request,
-        chat: ChatRequest,
-        body: Callable[[AIMessage], dict[str, Any]],
-        events: Callable[[AIMessage], Iterable[str]],
-    ) -> Response:
-        """One turn for `chat`, answered with `body` of the chosen message (or, with
-        `chat.stream`, its server-sent `events`), or the turn's failure (`_failure`).
-        Every endpoint answers through this, so all share the keep-alive and failures."""
+    async def answer(self, request: Request, read: Callable[[Any], Awaitable[Reply]]) -> Response:
+        """An endpoint: the bearer check, the body (`read_json_body`), `read` into the
+        turn's request and how to answer it (a `ConfigurationError`: a 400), one turn,
+        answered with the chosen message's body (or, when streamed, its server-sent
+        events), or the turn's failure (`_failure`). Every endpoint answers through this,
+        so all share the checks, the keep-alive and the failures."""
+        if (refused := self._refused(request)) is not None:
+            return refused
+        raw = await read_json_body(request, self.config)  # a BodyError: _body_error
+        try:
+            chat, body, events = await read(raw)
+        except ConfigurationError as exc:
+            return bad_request(exc)
         turn = asyncio.create_task(self._turn(request, chat))
         try:
             if chat.stream and self.config.keepalive_s:
