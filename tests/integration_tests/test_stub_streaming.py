@@ -151,3 +151,16 @@ def test_a_request_without_stream_still_gets_one_body(stub: StubServer) -> None:
     response = client_of(stub).chat.completions.create(model="stub", messages=MESSAGES)
     assert response.object == "chat.completion"
     assert response.choices[0].message.content == "whole"
+
+
+def test_reasoning_streams_before_the_content(stub: StubServer) -> None:
+    thought = "the user greets me; a greeting back is enough"
+    stub.script(chat_completion("Hello!", reasoning_content=thought))
+    body = {"model": "stub", "messages": MESSAGES, "stream": True}
+    with httpx.stream("POST", f"{stub.base_url}/chat/completions", json=body) as response:
+        events = [line.removeprefix("data: ") for line in response.iter_lines() if line]
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in events[:-1]]
+    reasoning = "".join(d.get("reasoning_content") or "" for d in deltas)
+    assert reasoning == thought
+    first_content = next(i for i, d in enumerate(deltas) if d.get("content"))
+    assert all("reasoning_content" not in d for d in deltas[first_content:])
