@@ -139,6 +139,16 @@ def test_depth_counts_brackets_outside_strings_only() -> None:
     assert json_depth(b'{"a": [1, {"b": []}]}') == 4
     assert json_depth(b'{"text": "[[[[{{{{ \\" ]]]] \\\\"}') == 1
     assert json_depth(b"[" * 100_000 + b"]" * 100_000) == 100_000
+    assert json_depth(b'["unterminated [[[') == 1
+
+
+def test_a_body_of_unterminated_strings_is_refused_in_one_pass(
+    stub: StubServer, server: BackgroundServer
+) -> None:
+    # each quote begins a string that never ends: a scan that looked for the closing
+    # quote from every one would take hours on these 2 MB
+    response = httpx.post(f"{server.base_url}/chat/completions", content=b'"' + b'\\"' * 10**6)
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
 
 
 # ---------------------------------------------------------------------- the connection

@@ -79,8 +79,10 @@ def _too_large(limit: int) -> BodyError:
     )
 
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-"""A JSON string (the unrolled form: linear, no backtracking), whose brackets are text."""
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
+"""A JSON string, whose brackets are text; an unterminated one runs to the end. Possessive
+and never failing once begun, so no input makes it rescan (many unterminated strings
+would make a pattern that needs the closing quote quadratic)."""
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
