@@ -58,11 +58,20 @@ async def read_json_body(request: Request, config: ServeConfig) -> Any:
             raise _too_large(limit)
         parts.append(part)
     raw = b"".join(parts)
-    if json_depth(raw) > config.max_json_depth:
+    if len(raw) > _ON_THE_LOOP:  # scanning and parsing megabytes takes a while
+        return await asyncio.to_thread(_parse, raw, config.max_json_depth)
+    return _parse(raw, config.max_json_depth)
+
+
+_ON_THE_LOOP = 64 * 1024
+"""Bodies up to this size are parsed on the event loop (in about a millisecond at most);
+larger ones on a thread, so that other requests are not held up."""
+
+
+def _parse(raw: bytes, max_depth: int) -> Any:
+    if json_depth(raw) > max_depth:
         raise BodyError(
-            400,
-            f"the request body is nested deeper than {config.max_json_depth} levels",
-            "nested_too_deep",
+            400, f"the request body is nested deeper than {max_depth} levels", "nested_too_deep"
         )
     try:
         return json.loads(raw)
