@@ -8,6 +8,12 @@ solution when one is shown, else the first. So one sample (N=1) gives up before 
 more often than the best of four (N=4): the benchmark pipeline runs end to end without a
 model and shows a real difference between the settings.
 
+As the value model of a search strategy (`turnbon_graph.strategies.value`) it scores a
+partial trajectory by where it is on the solution path: `VALUE_DONE` once the solution
+ran and the agent said so, `VALUE_SOLVED` once it ran, `VALUE_GAVE_UP` for an answer
+given without it, `VALUE_LOOKING` while the agent only looked around. So beam search
+keeps the branch that ran the solution, and particle filtering draws it most often.
+
 Draws are seeded by `seed`, the request's content and a counter of how many times that
 content was seen, so the N identical requests of one turn differ, and a request asking for
 `n` candidates gets `n` draws, as from `n` requests. The content is what
@@ -39,6 +45,8 @@ if TYPE_CHECKING:
 DONE = "Done: the task's solution ran."
 GIVE_UP = "I looked around and believe nothing more is needed."
 _BLOCK = re.compile(r'<candidate index="(\d+)"[^>]*>\n(.*?)\n</candidate>', re.DOTALL)
+_TRANSCRIPT = re.compile(r"<transcript>\n(.*?)\n</transcript>", re.DOTALL)
+VALUE_DONE, VALUE_SOLVED, VALUE_LOOKING, VALUE_GAVE_UP = 10.0, 8.0, 3.0, 1.0
 
 
 @runtime_checkable
@@ -76,9 +84,12 @@ class StubPolicy:
         self._lock = threading.Lock()  # the stub server answers from its own thread
 
     def __call__(self, request: CapturedRequest) -> dict[str, Any]:
+        from turnbon_graph.strategies.value import is_value_request
         from turnbon_graph.testing import is_selector_request
 
         messages = (request.body or {}).get("messages") or []
+        if is_value_request(messages):
+            return self._value(messages)
         if is_selector_request(request):
             return self._select(messages)
         return self._generate(messages, int((request.body or {}).get("n") or 1))
@@ -151,6 +162,40 @@ class StubPolicy:
                 choice = min(ranked)[1]
                 reason = "no candidate runs the reference solution; taking a seeded pick"
         return chat_completion(json.dumps({"reason": reason, "selected_index": choice}))
+
+    # ------------------------------------------------------------------ value model
+
+    def _value(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """A scripted score of the trajectory shown: how far along the solution path."""
+        from turnbon_graph.testing import chat_completion
+
+        found = _TRANSCRIPT.search(_text(messages[-1].get("content")) if messages else "")
+        actions = []
+        for line in found.group(1).splitlines() if found else []:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("role") == "ai":
+                actions.append(
+                    [c.get("args", {}).get("command") for c in entry.get("tool_calls") or []]
+                )
+        solved = any(command in self.solutions for calls in actions for command in calls)
+        answered = bool(actions) and not actions[-1]
+        if solved:
+            score, reason = (
+                (VALUE_DONE, "solved, and said so")
+                if answered
+                else (
+                    VALUE_SOLVED,
+                    "it ran the reference solution",
+                )
+            )
+        elif answered:
+            score, reason = VALUE_GAVE_UP, "it answered without running the solution"
+        else:
+            score, reason = VALUE_LOOKING, "it has only looked around so far"
+        return chat_completion(json.dumps({"reason": reason, "score": score}))
 
     def _rank(self, action: dict[str, Any]) -> str:
         calls = [(c.get("name"), c.get("args")) for c in action.get("tool_calls") or []]

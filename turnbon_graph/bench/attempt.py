@@ -26,6 +26,7 @@ from turnbon_graph.bench.runs import (
     turns_path,
 )
 from turnbon_graph.records import RECORD_KEY, TurnRecord, UsageSplit
+from turnbon_graph.strategies.spec import StrategySpec
 from turnbon_graph.turn import TurnEngine
 
 OBSERVATION_LIMIT = 4000
@@ -49,6 +50,7 @@ async def run_episode(
     finally:
         log.close()
     assert end.outcome is not None  # verified
+    usage = _usage(end.messages)
     return EpisodeResult(
         task=task.id,
         trial=trial,
@@ -56,7 +58,7 @@ async def run_episode(
         n=n,
         outcome=end.outcome,
         turns=sum(1 for m in end.messages if _record(m) is not None),
-        usage=_usage(end.messages),
+        usage=usage,
         prompt_tokens_a_call_each=sum(
             TurnRecord.model_validate(r).prompt_tokens_a_call_each
             for m in end.messages
@@ -68,6 +70,8 @@ async def run_episode(
         category=task.category,
         difficulty=task.difficulty,
         worker=current_worker(),
+        strategy=StrategySpec(),
+        tokens=usage.generator.total_tokens + usage.selector.total_tokens,
     )
 
 

@@ -16,6 +16,7 @@ from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode
 from turnbon_graph.bench.progress import Progress
 from turnbon_graph.bench.runs import EpisodeResult, read_episodes
+from turnbon_graph.strategies.episode import run_search_episode
 
 
 async def run_locally(
@@ -35,7 +36,12 @@ async def run_locally(
 
     async def one(task: TaskSpec, trial: int, n: int) -> None:
         async with limit:
-            result = await run_episode(environment, engines[n], task, trial, n, run_dir)
+            if config.search is not None:
+                result = await run_search_episode(
+                    environment, engines[n], config, task, trial, n, run_dir
+                )
+            else:
+                result = await run_episode(environment, engines[n], task, trial, n, run_dir)
         async with lock:
             record_episode(run_dir, result, bar)
 

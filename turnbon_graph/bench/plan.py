@@ -27,6 +27,7 @@ from turnbon_graph.bench.runs import (
 )
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selector
+from turnbon_graph.strategies.spec import StrategySpec
 from turnbon_graph.turn import TurnEngine
 
 
@@ -44,6 +45,16 @@ class BenchConfig:
     redo_errors: bool = False
     """Run again the episodes the run folder has that ended in an agent error (a key or an
     endpoint fixed since); their new lines supersede the old ones."""
+    strategy: StrategySpec | None = None
+    """How each episode searches (`turnbon_graph.strategies`); None: plain bon."""
+    value_kwargs: dict[str, Any] | None = None
+    """The value model's connection (api_base, api_key, ...); None: the generator's
+    endpoint when the value model is the generator's, else LiteLLM's own."""
+
+    @property
+    def search(self) -> StrategySpec | None:
+        """The strategy when episodes run through a search, else None (plain bon)."""
+        return self.strategy if self.strategy is not None and self.strategy.searches else None
 
 
 Todo = tuple[TaskSpec, int, int]
@@ -78,6 +89,7 @@ def plan_run(
         trials=config.trials,
         tasks=[t.id for t in chosen],
         created=datetime.now(UTC).isoformat(timespec="seconds"),
+        strategy=config.search,
     )
     _prepare(run_dir, settings)
     done = {
@@ -90,7 +102,7 @@ def plan_run(
         for n in config.n_values
         for task in chosen
         for trial in range(config.trials)
-        if (setting_label(n), task.id, trial) not in done
+        if (setting_label(n, config.search), task.id, trial) not in done
     ]
     return RunPlan(engines, todo)
 
@@ -116,4 +128,5 @@ def _prepare(run_dir: Path, settings: RunSettings) -> None:
             )
         return
     run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(settings.model_dump_json(indent=2), encoding="utf-8")
+    # Plain bon has no strategy: its settings file is as it always was.
+    path.write_text(settings.model_dump_json(indent=2, exclude_none=True), encoding="utf-8")

@@ -103,7 +103,7 @@ def setting_order(results: Iterable[EpisodeResult], settings: RunSettings | None
     """The run's settings by N (baseline first), then any others found in the episodes."""
     ns: dict[str, int] = {}
     if settings is not None:
-        ns.update({setting_label(n): n for n in settings.n_values})
+        ns.update({setting_label(n, settings.strategy): n for n in settings.n_values})
     for result in results:
         ns.setdefault(result.setting, result.n)
     return sorted(ns, key=lambda s: (ns[s], s))

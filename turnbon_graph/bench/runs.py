@@ -4,6 +4,9 @@
     RUN/episodes.jsonl                    one EpisodeResult per finished episode
     RUN/turns/<setting>/<task>__<trial>.jsonl
                                           one line per turn: the turn record + observation
+    RUN/trees/<setting>/<task>__<trial>.jsonl
+                                          a search strategy's tree: one line per node
+                                          (`strategies.tree`)
 
 An episode counts as done once its line is in episodes.jsonl; a rerun skips those and
 redoes the others from the start, so killing a run loses at most the episodes in flight.
@@ -23,11 +26,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from turnbon_graph.bench.environment import Outcome
-from turnbon_graph.records import UsageSplit
+from turnbon_graph.records import Usage, UsageSplit
+from turnbon_graph.strategies.spec import StrategySpec
 
 SETTINGS_FILE = "run.json"
 EPISODES_FILE = "episodes.jsonl"
 TURNS_DIR = "turns"
+TREES_DIR = "trees"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -42,6 +47,8 @@ class RunSettings(BaseModel):
     trials: int
     tasks: list[str]
     created: str = ""
+    strategy: StrategySpec | None = None
+    """A search strategy's parameters; None: plain bon (and runs made before)."""
 
 
 class Worker(BaseModel):
@@ -84,6 +91,13 @@ class EpisodeResult(BaseModel):
     difficulty: str | None = None
     worker: Worker | None = None
     """Who ran it; None in rows written before runs recorded it."""
+    strategy: StrategySpec | None = None
+    """The strategy and its parameters; None in rows written before runs recorded it."""
+    tokens: int | None = None
+    """Prompt plus completion tokens of every generator, selector and value call of the
+    episode (what `--token-budget` bounds); None in rows written before."""
+    value_usage: Usage | None = None
+    """A search strategy's value-model calls; None without one."""
 
     @property
     def passed(self) -> bool:
@@ -94,8 +108,9 @@ class EpisodeResult(BaseModel):
         return (self.setting, self.task, self.trial)
 
 
-def setting_label(n: int) -> str:
-    return f"N={n}"
+def setting_label(n: int, strategy: StrategySpec | None = None) -> str:
+    """The setting's name: `N=4`, or a search strategy's (`beam W=2 N=4`)."""
+    return strategy.label(n) if strategy is not None else f"N={n}"
 
 
 def append_line(path: Path, line: str) -> None:
@@ -135,6 +150,12 @@ def read_episodes(run: Path) -> list[EpisodeResult]:
 def turns_path(run: Path, setting: str, task: str, trial: int) -> Path:
     safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
     return run / TURNS_DIR / safe / f"{task}__{trial}.jsonl"
+
+
+def tree_path(run: Path, setting: str, task: str, trial: int) -> Path:
+    """Where an episode's search tree goes: as its turns file, under trees/."""
+    turns = turns_path(run, setting, task, trial)
+    return run / TREES_DIR / turns.parent.name / turns.name
 
 
 def read_turns(run: Path, setting: str, task: str, trial: int) -> Iterator[dict[str, object]]:

@@ -338,6 +338,49 @@ N_SETTINGS = Flag(
 """`-n/--n` of the commands that compare settings (`bench`): several N, one run each."""
 
 
+def strategy_arguments(parser: argparse.ArgumentParser) -> None:
+    """How each episode searches (`turnbon_graph.strategies`, docs/strategies.md)."""
+    from turnbon_graph.strategies.names import DEFAULT_WIDTH, STRATEGIES
+
+    widths = ", ".join(f"{name} {width}" for name, width in DEFAULT_WIDTH.items())
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="bon",
+        help="bon: N candidates a turn, the selector picks one; beam: --width trajectories, "
+        "each proposing N candidates a turn, each run in a fork of its environment, the "
+        "best by --value kept; particle: --width particles of one candidate a turn, "
+        "resampled by value",
+    )
+    parser.add_argument(
+        "--width",
+        type=positive_int,
+        metavar="W",
+        help=f"trajectories a search keeps (default: {widths})",
+    )
+    parser.add_argument(
+        "--value",
+        metavar="MODEL|stub",
+        help="the value model that scores a search's partial trajectories 0-10 (default: "
+        "--model, on its endpoint); stub: the stub of --model stub",
+    )
+    parser.add_argument(
+        "--value-temperature",
+        type=positive_float,
+        default=1.0,
+        metavar="T",
+        help="particle: the softmax temperature of resampling by value (scores 0-10)",
+    )
+    parser.add_argument(
+        "--token-budget",
+        type=positive_int,
+        metavar="T",
+        help="tokens an episode may spend: prompt plus completion of generator, selector "
+        "and value calls together; the strategy narrows, then falls back to one candidate, "
+        "then stops, rather than go over (default: no bound)",
+    )
+
+
 def add_flags(parser: argparse.ArgumentParser, *names: str) -> None:
     """The shared flags `names`, as defined in `SHARED`."""
     for name in names:

@@ -15,6 +15,7 @@ from turnbon_graph.cli.arguments import (
     add_flags,
     episode_arguments,
     resume_command,
+    strategy_arguments,
     subcommand,
 )
 
@@ -49,6 +50,7 @@ def add_parser(commands: Any) -> None:
         "(default: this process only)",
     )
     add_flags(parser, "cluster_max_concurrency", "cluster_rate_limit")
+    strategy_arguments(parser)
     parser.add_argument(
         "--redo-errors",
         action="store_true",
@@ -78,19 +80,27 @@ def run(args: argparse.Namespace) -> int:
     from turnbon_graph.bench.runs import read_episodes
 
     with contextlib.ExitStack() as stack:
-        options = engine_options(args, setup.selector, connection(args, environment, stack))
+        link = connection(args, environment, stack)
+        options = engine_options(args, setup.selector, link)
         check_run_credentials(args, model, setup.selector, options)
+        strategy, value_kwargs = strategy_of(args, link)
+        n_values = sorted(set(args.n))
+        if strategy.name == "particle" and n_values != [1]:
+            print("particle: every particle proposes one candidate a turn, so N=1", flush=True)
+            n_values = [1]
         config = BenchConfig(
             model=model,
-            n_values=sorted(set(args.n)),
+            n_values=n_values,
             selector=setup.selector,
             trials=args.trials,
             concurrency=args.concurrency,
             engine_options=options,
             redo_errors=args.redo_errors,
+            strategy=strategy,
+            value_kwargs=value_kwargs,
         )
         count = len(args.task) if args.task else len(environment.tasks())
-        settings = ", ".join(f"N={n}" for n in config.n_values)
+        settings = ", ".join(strategy.label(n) for n in config.n_values)
         print(f"Run folder: {run_dir}", flush=True)
         print(
             f"{environment.name}: {count} task(s) {TIMES} {args.trials} trial(s) {TIMES} "
@@ -122,6 +132,45 @@ def run(args: argparse.Namespace) -> int:
     broken = agent_errors(results, order, model)
     print(f"Report: turnbon report {shlex.quote(str(run_dir))}")
     return 1 if broken else 0
+
+
+def strategy_of(
+    args: argparse.Namespace, link: dict[str, Any]
+) -> tuple[Any, dict[str, Any] | None]:
+    """The strategy flags as a `StrategySpec`, and the value model's connection: the
+    stub's for `--value stub` (only with --model stub, whose server it is)."""
+    from turnbon_graph.cli.arguments import STUB_MODEL
+    from turnbon_graph.cli.models import STUB_ID, check_model_ids
+    from turnbon_graph.errors import ConfigurationError
+    from turnbon_graph.strategies.spec import StrategySpec
+
+    if args.strategy == "bon" and (args.width is not None or args.value is not None):
+        raise ConfigurationError(
+            "--width and --value apply to a search strategy: add --strategy beam or particle"
+        )
+    if args.ray is not None and (args.strategy != "bon" or args.token_budget is not None):
+        raise ConfigurationError(
+            "--strategy beam/particle and --token-budget are not available on Ray yet: "
+            "drop --ray to run them in this process"
+        )
+    value, value_kwargs = args.value, None
+    if value == STUB_MODEL:
+        if args.model != STUB_MODEL:
+            raise ConfigurationError(
+                "--value stub is the loopback stub of --model stub; with another model, "
+                "name a value model id (default: the generator's model)"
+            )
+        value, value_kwargs = STUB_ID, dict(link)
+    elif value is not None:
+        check_model_ids(value)
+    spec = StrategySpec(
+        name=args.strategy,
+        width=args.width,
+        value=value,
+        value_temperature=args.value_temperature,
+        token_budget=args.token_budget,
+    )
+    return spec, value_kwargs
 
 
 def refuse_another_model(run_dir: Path, model: str) -> None:

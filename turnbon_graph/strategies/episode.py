@@ -1,0 +1,153 @@
+"""One episode of a search strategy into a run folder: the search from the task's fresh
+episode, the verifier on the best ended trajectory, its turns file (the verified
+trajectory's turns, as a bon episode's), its tree file, and its `EpisodeResult` with
+the strategy, its parameters and what every call spent."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from turnbon_graph.bench.attempt import TurnLog
+from turnbon_graph.bench.environment import Environment, TaskSpec
+from turnbon_graph.bench.episode import EpisodeEnd, classify_failure, verdict_outcome
+from turnbon_graph.bench.runs import EpisodeResult, current_worker, tree_path, turns_path
+from turnbon_graph.config import CONNECTION_KEYS
+from turnbon_graph.generate import CandidateGenerator
+from turnbon_graph.records import UsageSplit
+from turnbon_graph.strategies.beam import Beam
+from turnbon_graph.strategies.bon import BestOfN
+from turnbon_graph.strategies.budget import Ledger
+from turnbon_graph.strategies.particle import Particles
+from turnbon_graph.strategies.search import Search, Strategy
+from turnbon_graph.strategies.spec import StrategySpec
+from turnbon_graph.strategies.trajectory import Trajectory
+from turnbon_graph.strategies.tree import write_tree
+from turnbon_graph.strategies.value import ValueModel
+from turnbon_graph.turn import TurnEngine
+
+if TYPE_CHECKING:
+    from turnbon_graph.bench.plan import BenchConfig
+
+
+def make_strategy(spec: StrategySpec, n: int, seed: str) -> Strategy:
+    """The strategy of `spec` at N candidates; `seed` seeds particle resampling."""
+    if spec.name == "bon":
+        return BestOfN(n)
+    assert spec.width is not None  # set for every search strategy
+    if spec.name == "particle":
+        return Particles(spec.width, spec.value_temperature, random.Random(seed))
+    return Beam(spec.width, n)
+
+
+def value_model(
+    engine: TurnEngine, spec: StrategySpec, kwargs: dict[str, Any] | None
+) -> ValueModel:
+    """The value model: `spec.value` (default: the generator's model, on its endpoint),
+    calling through the engine's client, so the run's limits bound it too."""
+    generator = engine.generator
+    assert isinstance(generator, CandidateGenerator)  # what TurnEngine.from_options builds
+    if kwargs is None and spec.value is None:
+        endpoint = {**generator.completion_kwargs, **generator.specs[0].completion_kwargs}
+        kwargs = {k: v for k, v in endpoint.items() if k in CONNECTION_KEYS}
+    return ValueModel(
+        spec.value or generator.models[0], completion_kwargs=kwargs, client=generator.client
+    )
+
+
+async def run_search_episode(
+    environment: Environment,
+    engine: TurnEngine,
+    config: BenchConfig,
+    task: TaskSpec,
+    trial: int,
+    n: int,
+    run_dir: Path,
+) -> EpisodeResult:
+    """One attempt by `config.strategy`: the search, then the verifier on its choice."""
+    spec = config.search
+    assert spec is not None
+    setting = spec.label(n)
+    started = time.monotonic()
+    ledger = Ledger(spec.token_budget)
+    strategy = make_strategy(spec, n, f"{engine.config.seed}|{task.id}|{trial}")
+    value = value_model(engine, spec, config.value_kwargs) if strategy.forks else None
+    chosen: Trajectory | None = None
+    search: Search | None = None
+    try:
+        root = await environment.start(task, trial)
+    except Exception as exc:
+        end = EpisodeEnd(*classify_failure(exc, task))
+    else:
+        search = Search(strategy, engine, value, task, root, ledger)
+        try:
+            end, chosen = await _search_and_verify(search, task)
+        finally:
+            await search.close_all()
+    messages = chosen.messages if chosen is not None else []
+    _write_turns(turns_path(run_dir, setting, task.id, trial), messages)
+    if search is not None:
+        write_tree(tree_path(run_dir, setting, task.id, trial), search.tree())
+    assert end.outcome is not None
+    spent = ledger.spent
+    return EpisodeResult(
+        task=task.id,
+        trial=trial,
+        setting=setting,
+        n=n,
+        outcome=end.outcome,
+        turns=chosen.turns if chosen is not None else 0,
+        usage=UsageSplit(generator=spent["generator"], selector=spent["selector"]),
+        prompt_tokens_a_call_each=ledger.prompt_tokens_a_call_each,
+        duration_s=round(time.monotonic() - started, 3),
+        error=end.error,
+        verifier_output=(end.verdict.output if end.verdict else "")[-4000:],
+        category=task.category,
+        difficulty=task.difficulty,
+        worker=current_worker(),
+        strategy=spec,
+        tokens=ledger.total,
+        value_usage=spent["value"] if strategy.forks else None,
+    )
+
+
+async def _search_and_verify(
+    search: Search, task: TaskSpec
+) -> tuple[EpisodeEnd, Trajectory | None]:
+    """The search within the task's agent time limit, then the verifier on its choice;
+    how the attempt ended, classified as a bon episode's is (`bench.episode`)."""
+    try:
+        async with asyncio.timeout(task.agent_timeout_s):
+            chosen = await search.run()
+    except Exception as exc:
+        return EpisodeEnd(*classify_failure(exc, task)), None
+    if chosen is None:
+        failed = search.errors[0] if search.errors else "no trajectory could be extended"
+        return EpisodeEnd("agent_error", failed[:2000]), None
+    try:
+        verdict = await asyncio.wait_for(chosen.episode.verify(), task.verifier_timeout_s)
+    except Exception as exc:
+        return EpisodeEnd(*classify_failure(exc, task), messages=chosen.messages), chosen
+    outcome, error = verdict_outcome(verdict)
+    return EpisodeEnd(outcome, error, verdict, chosen.messages), chosen
+
+
+def _write_turns(path: Path, messages: list[Any]) -> None:
+    """The verified trajectory's turns file, as the agent graph's states would have
+    written it: each chosen action, then its tool results together."""
+    log = TurnLog(path)
+    try:
+        for position, message in enumerate(messages):
+            following = messages[position + 1] if position + 1 < len(messages) else None
+            last_result = isinstance(message, ToolMessage) and not isinstance(
+                following, ToolMessage
+            )
+            if isinstance(message, AIMessage) or last_result:
+                log(messages[: position + 1])
+    finally:
+        log.close()
