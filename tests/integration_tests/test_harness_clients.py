@@ -53,11 +53,14 @@ from turnbon_graph.testing import (
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "harnesses.md"
 RECIPE = re.compile(
-    r"^<!-- recipe (?P<name>[\w-]+): runs in tests/integration_tests/test_harness_clients\.py"
+    r"^<!-- recipe (?P<name>[\w-]+): runs in (?P<test>tests/integration_tests/\w+\.py)"
     r" -->\n```python\n(?P<code>.*?)^```$",
     re.MULTILINE | re.DOTALL,
 )
-RECIPES = {m["name"]: m["code"] for m in RECIPE.finditer(PAGE.read_text(encoding="utf-8"))}
+_MARKED = list(RECIPE.finditer(PAGE.read_text(encoding="utf-8")))
+RECIPES = {m["name"]: m["code"] for m in _MARKED}
+RUN_BY = {m["name"]: m["test"] for m in _MARKED}
+"""Each recipe's test file (this one, or test_serve_responses.py for the Responses API)."""
 TESTED = {
     "openai-sdk",
     "pydantic-ai",
@@ -70,6 +73,8 @@ TESTED = {
     "langchain-openai-stream",
 }
 """The recipes the tests below run: every one on the page."""
+
+THIS_FILE = "tests/integration_tests/test_harness_clients.py"
 
 SERVER = "http://127.0.0.1:8000/v1"
 """The address the page's server recipes use (`turnbon serve`'s default)."""
@@ -207,7 +212,7 @@ def printed(capsys: pytest.CaptureFixture[str]) -> list[str]:
 def test_every_recipe_on_the_page_runs_here() -> None:
     markers = PAGE.read_text(encoding="utf-8").count("<!-- recipe ")
     assert markers == len(RECIPES)  # each marker is on a python block
-    assert set(RECIPES) == TESTED
+    assert {name for name, test in RUN_BY.items() if test == THIS_FILE} == TESTED
 
 
 # ------------------------------------------------------------------- the clients
