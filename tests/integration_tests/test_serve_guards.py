@@ -224,6 +224,23 @@ def test_headers_larger_than_the_limit_close_the_connection(stub: StubServer, ht
         assert got == b"" or got.startswith((b"HTTP/1.1 431", b"HTTP/1.1 400"))
 
 
+@pytest.mark.parametrize("http", HTTP)
+def test_a_whole_header_block_over_the_limit_in_one_read_gets_a_431(
+    stub: StubServer, http: str
+) -> None:
+    config = serve_config(stub, max_header_bytes=4096, header_timeout_s=600, http=http)
+
+    def pad(lines: int) -> bytes:
+        return b"".join(b"X-Pad-%d: %s\r\n" % (i, b"a" * 1000) for i in range(lines))
+
+    with BackgroundServer(config) as server, connection(server) as conn:
+        conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n" + pad(8) + b"\r\n")  # complete
+        assert until_closed(conn).startswith(b"HTTP/1.1 431")
+    with BackgroundServer(config) as server, connection(server) as conn:  # under it: served
+        conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n" + pad(2) + b"\r\n")
+        assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+
+
 # ---------------------------------------------------------------------- the command
 
 

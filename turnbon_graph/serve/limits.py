@@ -134,15 +134,18 @@ class _HeaderGuard(asyncio.Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        counted = self._waiting()
+        if self._waiting():
+            # counted before the parser sees them: a whole header block in one read
+            # would otherwise be complete, and the app's, before it was measured
+            end = data.find(b"\r\n\r\n")
+            self._header_bytes += len(data) if end < 0 else end + 4
+            if self._header_bytes > self.max_header_bytes:
+                self._refuse_headers()
+                return
         super().data_received(data)
         if not self._waiting():  # the headers are in (or nothing has begun)
             self._disarm()
             self._header_bytes = 0
-            return
-        self._header_bytes += len(data) if counted else 0
-        if self._header_bytes > self.max_header_bytes:
-            self._refuse_headers()
         elif self._header_timer is None:  # a request begun on a kept-alive connection
             self._arm()
 
