@@ -5,6 +5,7 @@ command and the official OpenAI SDK."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import signal
@@ -241,6 +242,37 @@ def test_a_whole_header_block_over_the_limit_in_one_read_gets_a_431(
         assert conn.recv(65536).startswith(b"HTTP/1.1 200")
 
 
+def test_the_idle_timeout_closes_a_kept_alive_connection_that_another_server_keeps(
+    stub: StubServer,
+) -> None:
+    brief = BackgroundServer(serve_config(stub, idle_timeout_s=1))
+    patient = BackgroundServer(serve_config(stub, idle_timeout_s=600))
+    request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    with brief, patient, connection(brief) as closing, connection(patient) as kept:
+        for conn in (closing, kept):
+            conn.sendall(request)
+            assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+        assert until_closed(closing) == b""  # idle past --idle-timeout: closed
+        kept.sendall(request)  # idle as long, and still open under its longer timeout
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("http", HTTP)
+def test_a_body_that_stalls_gets_a_408_and_the_connection_is_closed(
+    stub: StubServer, http: str
+) -> None:
+    config = serve_config(stub, body_timeout_s=0.5, http=http)
+    with BackgroundServer(config) as server, connection(server) as conn:
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model"'
+        )  # 9 of the 100 bytes it said, then nothing
+        answer = until_closed(conn)
+    assert answer.startswith(b"HTTP/1.1 408")
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
+    assert stub.requests == []  # nothing went upstream
+
+
 # ---------------------------------------------------------------------- the command
 
 
@@ -425,17 +457,17 @@ def test_the_limit_flags_and_file_keys_reach_the_server(tmp_path: Path) -> None:
 
     defaults = {f.name: f.default for f in dataclasses.fields(ServeConfig)}
     assert SETTINGS["max_body_mb"] * 1024 * 1024 == defaults["max_body_bytes"]
-    shared = ("header_timeout_s", "idle_timeout_s")
+    shared = ("header_timeout_s", "body_timeout_s", "idle_timeout_s")
     assert {k: SETTINGS[k] for k in shared} == {k: defaults[k] for k in shared}
 
     file = tmp_path / "serve.toml"
     file.write_text('model = "openai/gpt-4o-mini"\nmax_body_mb = 2\nidle_timeout_s = 30\n')
-    argv = ["serve", "--config", str(file), "--header-timeout", "3"]
+    argv = ["serve", "--config", str(file), "--header-timeout", "3", "--body-timeout", "7"]
     parser = argparse.ArgumentParser()
     serve_arguments(parser)
     args = parser.parse_args(argv[1:])
     args.argv = argv
     config, settings = serve_config(args)
     assert config.max_body_bytes == 2 * 1024 * 1024
-    assert (config.idle_timeout_s, config.header_timeout_s) == (30, 3.0)
+    assert (config.idle_timeout_s, config.header_timeout_s, config.body_timeout_s) == (30, 3, 7)
     assert (settings["log_level"], settings["access_log"]) == ("info", False)

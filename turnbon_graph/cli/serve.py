@@ -42,6 +42,7 @@ SETTINGS: dict[str, Any] = {
     "workers": 1,
     "max_body_mb": 10.0,
     "header_timeout_s": 10.0,
+    "body_timeout_s": 60.0,
     "idle_timeout_s": 5,
     "log_level": "info",
     "access_log": False,
@@ -170,6 +171,15 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         "is closed",
     )
     parser.add_argument(
+        "--body-timeout",
+        dest="body_timeout_s",
+        type=positive_float,
+        default=SETTINGS["body_timeout_s"],
+        metavar="S",
+        help="a request body that has not arrived within S seconds of its headers gets a "
+        "408 and the connection is closed",
+    )
+    parser.add_argument(
         "--idle-timeout",
         dest="idle_timeout_s",
         type=positive_int,
@@ -276,6 +286,7 @@ def serve_config(
         keepalive_s=settings["keepalive_s"],
         max_body_bytes=int(settings["max_body_mb"] * MB),
         header_timeout_s=settings["header_timeout_s"],
+        body_timeout_s=settings["body_timeout_s"],
         idle_timeout_s=settings["idle_timeout_s"],
     )
     return config, settings

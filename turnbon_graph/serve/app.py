@@ -103,12 +103,12 @@ def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Star
 
 
 async def _body_error(request: Request, exc: Exception) -> Response:
-    """A refused body (`limits.read_json_body`), in OpenAI's error shape. A 413 closes
-    the connection, so that the rest of the body is not read."""
+    """A refused body (`limits.read_json_body`), in OpenAI's error shape. A 413 or 408
+    closes the connection, so that the rest of the body is not read (or waited for)."""
     if not isinstance(exc, BodyError):
         raise exc
     response = error_response(exc.status, str(exc), "invalid_request_error", exc.code)
-    if exc.status == 413:
+    if exc.status in (413, 408):
         response.headers["connection"] = "close"
     return response
 

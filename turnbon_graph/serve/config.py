@@ -52,6 +52,10 @@ class ServeConfig:
     """Seconds a connection may take to send a request's line and headers (from
     connecting, or from the request's first byte on a kept-alive connection) before it
     is closed. Clients send them at once; only a broken or hostile one takes longer."""
+    body_timeout_s: float = 60.0
+    """Seconds a request's body may take to arrive once its headers are in; a slower one
+    is a 408 and the connection is closed. Even a 10 MB body over a slow link takes
+    seconds; only a stalled or hostile client takes a minute."""
     max_header_bytes: int = 64 * 1024
     """Larger request headers get a 431 and the connection is closed."""
     idle_timeout_s: int = 5
@@ -79,7 +83,8 @@ class ServeConfig:
                 raise ConfigurationError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.http not in ("auto", "h11", "httptools"):
             raise ConfigurationError(f"http must be auto, h11 or httptools, got {self.http!r}")
-        if not self.header_timeout_s > 0:
-            raise ConfigurationError(
-                f"header_timeout_s must be above 0 seconds, got {self.header_timeout_s}"
-            )
+        for name in ("header_timeout_s", "body_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigurationError(
+                    f"{name} must be above 0 seconds, got {getattr(self, name)}"
+                )

@@ -3,8 +3,9 @@ memory or a stack frame without bound:
 
 - `read_json_body`: the body of every endpoint, read with a byte bound (Content-Length
   first, then the bytes as they stream, so a chunked body is refused as it grows, not
-  after it has been buffered) and a nesting bound checked without recursing. A refusal
-  is a `BodyError`, which the app answers in OpenAI's error shape (413 or 400).
+  after it has been buffered), a deadline, and a nesting bound checked without
+  recursing. A refusal is a `BodyError`, which the app answers in OpenAI's error shape
+  (413, 408 or 400).
 - `guarded_protocol`: uvicorn's HTTP protocol with a deadline on each request's headers
   and a bound on their size. uvicorn closes idle keep-alive connections
   (`timeout_keep_alive`) but never one that sent a partial request line or partial
@@ -52,11 +53,20 @@ async def read_json_body(request: Request, config: ServeConfig) -> Any:
         raise _too_large(limit)
     parts: list[bytes] = []
     size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:  # a chunked body, or one longer than it said
-            raise _too_large(limit)
-        parts.append(part)
+    try:
+        async with asyncio.timeout(config.body_timeout_s):
+            async for part in request.stream():
+                size += len(part)
+                if size > limit:  # a chunked body, or one longer than it said
+                    raise _too_large(limit)
+                parts.append(part)
+    except TimeoutError:
+        raise BodyError(
+            408,
+            f"the request body did not arrive within {config.body_timeout_s:g} seconds "
+            "(--body-timeout)",
+            "request_timeout",
+        ) from None
     raw = b"".join(parts)
     if len(raw) > _ON_THE_LOOP:  # scanning and parsing megabytes takes a while
         return await asyncio.to_thread(_parse, raw, config.max_json_depth)
