@@ -25,7 +25,9 @@ import datetime
 import functools
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 # Every list LiteLLM dispatches logging callbacks from.
 _CALLBACK_LISTS = (
@@ -95,15 +97,16 @@ def quiet_call(litellm: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return dict(call)
 
 
-def _per_model(lookup: Callable[[str], bool]) -> Callable[[str], bool]:
+def _per_model(lookup: Callable[[str], T]) -> Callable[[str], T]:
     """`lookup` answered once per model id while LiteLLM's model map keeps its size."""
     cached = functools.cache(lambda model, _size: lookup(model))
 
     @functools.wraps(lookup)
-    def answer(model: str) -> bool:
+    def answer(model: str) -> T:
         litellm = sys.modules.get("litellm")
         size = len(getattr(litellm, "model_cost", None) or ()) if litellm is not None else -1
-        return bool(cached(model, size))
+        result: T = cached(model, size)
+        return result
 
     return answer
 
@@ -176,6 +179,46 @@ def supports_native_n(model: str) -> bool:
     except Exception:
         return False
     return params is not None and "n" in params
+
+
+EFFORT_ORDER = ("none", "minimal", "low", "medium", "high", "xhigh")
+"""LiteLLM's `reasoning_effort` levels, weakest first."""
+DEFAULT_REASONING_EFFORT = "medium"
+"""The level a reasoning model works at when asked for none and its map entry names no
+`default_reasoning_effort` (OpenAI's documented default)."""
+
+
+class Efforts(NamedTuple):
+    """The `reasoning_effort` levels a model takes, weakest first (none when it takes no
+    reasoning effort), and the level it works at when asked for none."""
+
+    levels: tuple[str, ...] = ()
+    default: str | None = None
+
+
+@_per_model
+def reasoning_efforts(model: str) -> Efforts:
+    """What `reasoning_effort` `model` takes: nothing unless LiteLLM says the model
+    reasons (`supports_reasoning`) and lists `reasoning_effort` among its provider's
+    parameters (`get_supported_openai_params`, which lists it for every OpenAI-compatible
+    model, reasoning or not). The levels are low, medium and high, which every reasoning
+    model takes, and xhigh where the map says `supports_xhigh_reasoning_effort`; the
+    default is the map's `default_reasoning_effort`, else medium."""
+    import litellm
+
+    try:
+        if not litellm.supports_reasoning(model=model):
+            return Efforts()
+        _, provider, _, _ = litellm.get_llm_provider(model)
+        params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
+        info = litellm.get_model_info(model)
+    except Exception:
+        return Efforts()
+    if not params or "reasoning_effort" not in params:
+        return Efforts()
+    xhigh = bool(info.get("supports_xhigh_reasoning_effort"))
+    levels = EFFORT_ORDER[2:] if xhigh else EFFORT_ORDER[2:-1]
+    return Efforts(levels, str(info.get("default_reasoning_effort") or DEFAULT_REASONING_EFFORT))
 
 
 @_per_model

@@ -113,6 +113,23 @@ class CandidateRecord(BaseModel):
     """The `litellm.Router` deployment that served it (its `model_info` id), if routed."""
 
 
+class EscalationRecord(BaseModel):
+    """A turn that was sampled again with more effort (the `escalate` strategy) because
+    its first candidates disagreed: the turn's `candidates` are the second batch's, these
+    the first's."""
+
+    agreement: float
+    """The first batch's agreement (the share of its most common action)."""
+    threshold: float
+    """The agreement below which a turn escalates (`--agree`)."""
+    effort: str
+    """How the second batch was asked: `reasoning_effort=<level>`, or `step by step` (the
+    prompt variant, for a model that takes no reasoning effort)."""
+    candidates: list[CandidateRecord] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    """The first batch's generator usage (the turn's `usage.generator` is the second's)."""
+
+
 class SamplingRecord(BaseModel):
     """How the turn sampled: calls launched per batch, and why it stopped."""
 
@@ -131,6 +148,9 @@ class SamplingRecord(BaseModel):
     """Why candidates came from one call each where one call with `n` might have served
     ("early commit takes candidates as they arrive", "a pool of several models", ...);
     None when one call served them, and in records written before this field."""
+    escalation: EscalationRecord | None = None
+    """Why and how the turn was sampled again with more effort (`escalate`); None when
+    it was not."""
 
 
 class TurnRecord(BaseModel):

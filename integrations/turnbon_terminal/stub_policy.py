@@ -6,7 +6,9 @@ random: the task's reference solution (solve.sh as one `shell` call), an inspect
 solution ran it answers "done". As a selector it picks the candidate that runs the
 solution when one is shown, else the first. So one sample (N=1) gives up before solving
 more often than the best of four (N=4): the benchmark pipeline runs end to end without a
-model and shows a real difference between the settings.
+model and shows a real difference between the settings. Asked to think step by step (the
+`escalate` strategy's prompt variant, `strategies.escalate.STEP_BY_STEP`), it never gives
+up before the solution ran: the give-up share of its draws goes to the solution.
 
 As the value model of a search strategy (`turnbon_graph.strategies.value`) it scores a
 partial trajectory by where it is on the solution path: `VALUE_DONE` once the solution
@@ -107,6 +109,7 @@ class StubPolicy:
 
     def _draw(self, messages: list[dict[str, Any]]) -> tuple[str | None, list[Any] | None]:
         """One candidate: (content, tool calls)."""
+        from turnbon_graph.strategies.escalate import is_step_by_step_request
         from turnbon_graph.testing import tool_call
 
         found = self._task_of(messages)
@@ -117,9 +120,10 @@ class StubPolicy:
             return DONE, None
         rng = self._rng(messages)
         draw = rng.random()
-        if draw < self.p_solve:
+        p_solve = 1 - self.p_inspect if is_step_by_step_request(messages) else self.p_solve
+        if draw < p_solve:
             command = solution
-        elif draw < self.p_solve + self.p_inspect:
+        elif draw < p_solve + self.p_inspect:
             command = rng.choice(_inspections(task))
         else:
             return GIVE_UP, None

@@ -34,7 +34,7 @@ def tree(run: Path, row: EpisodeResult) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def check_tree(nodes: list[dict[str, Any]]) -> None:
+def check_tree(nodes: list[dict[str, Any]], fates: set[str] = FATES) -> None:
     """A tree: one root, every parent a node before it, one chosen node, known fates."""
     ids = [n["id"] for n in nodes]
     assert len(set(ids)) == len(ids)
@@ -42,7 +42,7 @@ def check_tree(nodes: list[dict[str, Any]]) -> None:
     seen: set[str] = set()
     for node in nodes:
         assert node["parent"] is None or node["parent"] in seen, node
-        assert node["fate"] in FATES and node["fork"].startswith("e")
+        assert node["fate"] in fates and node["fork"].startswith("e")
         assert node["turn"] == (
             0
             if node["parent"] is None
@@ -153,8 +153,15 @@ def stub_tokens(requests: list[CapturedRequest]) -> int:
 async def test_a_token_budget_is_never_overspent(
     stub: StubServer, tmp_path: Path, strategy: StrategySpec
 ) -> None:
+    await check_budgets(stub, tmp_path, strategy, 1 if strategy.name == "particle" else 2)
+
+
+async def check_budgets(
+    stub: StubServer, tmp_path: Path, strategy: StrategySpec, n: int, fates: set[str] = FATES
+) -> None:
+    """Runs of `strategy` at N=n under growing token budgets: none fails, none spends
+    over its budget, the rows' tokens are what the stub billed, more budget spends more."""
     env = TerminalEnvironment()
-    stub.script(stub_policy(env))
     connection = {"api_base": stub.base_url, "api_key": "x"}
     spent: dict[int, int] = {}
     for budget in (300, 800, 1300, 100_000):
@@ -163,7 +170,7 @@ async def test_a_token_budget_is_never_overspent(
         spec = strategy.model_copy(update={"token_budget": budget})
         config = BenchConfig(
             model="openai/stub",
-            n_values=[1 if spec.name == "particle" else 2],
+            n_values=[n],
             concurrency=1,
             engine_options={"completion_kwargs": connection},
             strategy=spec,
@@ -175,7 +182,7 @@ async def test_a_token_budget_is_never_overspent(
             assert row.outcome in ("pass", "wrong_submission"), row.error  # never fails
             assert row.strategy == spec
             assert row.tokens is not None and row.tokens <= budget
-            check_tree(tree(run, row))
+            check_tree(tree(run, row), fates)
         # The rows' tokens are what the calls really cost, as the stub billed them.
         assert sum(r.tokens or 0 for r in rows) == stub_tokens(stub.requests)
         spent[budget] = sum(r.tokens or 0 for r in rows)
@@ -207,20 +214,30 @@ def branching(request: CapturedRequest) -> dict[str, Any]:
     return chat_completion(choices=calls[: int(body.get("n") or 1)])
 
 
-async def test_beam_forks_are_real_a_branch_never_sees_its_siblings_files(
-    stub: StubServer, tmp_path: Path
-) -> None:
-    env = TerminalEnvironment()
-    stub.script(branching)
+async def one_episode(
+    stub: StubServer, tmp_path: Path, strategy: StrategySpec
+) -> tuple[EpisodeResult, Path]:
+    """One greet-script episode of `strategy` at N=2 on what `stub` is scripted with:
+    its row and its run folder."""
     config = BenchConfig(
         model="openai/stub",
         n_values=[2],
         engine_options={"completion_kwargs": {"api_base": stub.base_url, "api_key": "x"}},
-        strategy=StrategySpec(name="beam", width=2),
+        strategy=strategy,
     )
     run = tmp_path / "run"
-    [row] = await run_benchmark(env, config, run, tasks=["greet-script"], progress=False)
+    [row] = await run_benchmark(
+        TerminalEnvironment(), config, run, tasks=["greet-script"], progress=False
+    )
     assert not stub.responder_errors
+    return row, run
+
+
+async def test_beam_forks_are_real_a_branch_never_sees_its_siblings_files(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    stub.script(branching)
+    row, run = await one_episode(stub, tmp_path, StrategySpec(name="beam", width=2))
     listings: dict[str, str] = {}
     for request in stub.requests:
         messages = (request.body or {}).get("messages") or []

@@ -41,6 +41,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """argparse type: a number above 0 and at most 1."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"{value:g} is above 1")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: a whole number of at least 1."""
     try:
@@ -340,7 +348,12 @@ N_SETTINGS = Flag(
 
 def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     """How each episode searches (`turnbon_graph.strategies`, docs/strategies.md)."""
-    from turnbon_graph.strategies.names import DEFAULT_WIDTH, STRATEGIES
+    from turnbon_graph.strategies.names import (
+        DEFAULT_AGREE,
+        DEFAULT_HORIZON,
+        DEFAULT_WIDTH,
+        STRATEGIES,
+    )
 
     widths = ", ".join(f"{name} {width}" for name, width in DEFAULT_WIDTH.items())
     parser.add_argument(
@@ -370,6 +383,23 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         metavar="T",
         help="particle: the softmax temperature of resampling by value (scores 0-10)",
+    )
+    parser.add_argument(
+        "--horizon",
+        type=positive_int,
+        metavar="H",
+        help="lookahead: N candidates a turn, each distinct one run in a fork and rolled out "
+        "H turns at N=1; the one whose rollout --value scores best is taken (default: "
+        f"{DEFAULT_HORIZON})",
+    )
+    parser.add_argument(
+        "--agree",
+        type=share,
+        metavar="A",
+        help="escalate: N candidates a turn; when the share proposing the most common action "
+        "is below A (0 < A <= 1), the turn is sampled again with more effort "
+        "(reasoning_effort one step up where the model takes it, else a think-step-by-step "
+        f"prompt) and the selector picks among those (default: {DEFAULT_AGREE:g})",
     )
     parser.add_argument(
         "--token-budget",

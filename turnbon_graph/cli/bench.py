@@ -139,8 +139,11 @@ def strategy_of(
 ) -> tuple[Any, dict[str, Any] | None]:
     """The strategy flags as a `StrategySpec`, and the value model's connection: the
     stub's for `--value stub` (only with --model stub, whose server it is)."""
+    from pydantic import ValidationError
+
     from turnbon_graph.cli.arguments import STUB_MODEL
     from turnbon_graph.cli.models import STUB_ID, check_model_ids
+    from turnbon_graph.config import configuration_error
     from turnbon_graph.errors import ConfigurationError
     from turnbon_graph.strategies.spec import StrategySpec
 
@@ -163,13 +166,18 @@ def strategy_of(
         value, value_kwargs = STUB_ID, dict(link)
     elif value is not None:
         check_model_ids(value)
-    spec = StrategySpec(
-        name=args.strategy,
-        width=args.width,
-        value=value,
-        value_temperature=args.value_temperature,
-        token_budget=args.token_budget,
-    )
+    try:
+        spec = StrategySpec(
+            name=args.strategy,
+            width=args.width,
+            value=value,
+            value_temperature=args.value_temperature,
+            horizon=args.horizon,
+            agree=args.agree,
+            token_budget=args.token_budget,
+        )
+    except ValidationError as exc:  # a flag of another strategy: the message says which
+        raise configuration_error(exc) from None
     return spec, value_kwargs
 
 

@@ -51,6 +51,8 @@ class Ledger:
     budget: int | None = None
     spent: dict[Kind, Usage] = field(default_factory=lambda: {k: Usage() for k in KINDS})
     prompt_tokens_a_call_each: int = 0
+    reserved: float = 0.0
+    """Estimated tokens of calls in flight that reserved them (`reserve`)."""
     _ratio: dict[Kind, float] = field(default_factory=dict)
     _completion: dict[Kind, float] = field(default_factory=dict)
     _growth: int = 0
@@ -61,10 +63,22 @@ class Ledger:
 
     @property
     def left(self) -> float:
-        return math.inf if self.budget is None else self.budget - self.total
+        return math.inf if self.budget is None else self.budget - self.total - self.reserved
 
     def fits(self, estimate: float) -> bool:
         return estimate <= self.left
+
+    def reserve(self, estimate: float) -> bool:
+        """Whether a call estimated at `estimate` fits, counting the calls in flight; if
+        so it is reserved until `release`, so calls made at once never add up to more."""
+        if not self.fits(estimate):
+            return False
+        self.reserved += estimate
+        return True
+
+    def release(self, estimate: float) -> None:
+        """A reserved call came back (and was added) or was not made."""
+        self.reserved -= estimate
 
     def add(self, kind: Kind, usage: Usage, size: int, answers: int = 1) -> None:
         """A call (or calls) of `kind` on a request of `size` characters came back with

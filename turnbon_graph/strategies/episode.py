@@ -23,6 +23,8 @@ from turnbon_graph.records import UsageSplit
 from turnbon_graph.strategies.beam import Beam
 from turnbon_graph.strategies.bon import BestOfN
 from turnbon_graph.strategies.budget import Ledger
+from turnbon_graph.strategies.escalate import Escalate, escalated_effort
+from turnbon_graph.strategies.lookahead import Lookahead
 from turnbon_graph.strategies.particle import Particles
 from turnbon_graph.strategies.search import Search, Strategy
 from turnbon_graph.strategies.spec import StrategySpec
@@ -35,11 +37,18 @@ if TYPE_CHECKING:
     from turnbon_graph.bench.plan import BenchConfig
 
 
-def make_strategy(spec: StrategySpec, n: int, seed: str) -> Strategy:
-    """The strategy of `spec` at N candidates; `seed` seeds particle resampling."""
+def make_strategy(spec: StrategySpec, n: int, seed: str, effort: str | None = None) -> Strategy:
+    """The strategy of `spec` at N candidates; `seed` seeds particle resampling, `effort`
+    is escalate's `reasoning_effort` (None: its step-by-step prompt)."""
     if spec.name == "bon":
         return BestOfN(n)
-    assert spec.width is not None  # set for every search strategy
+    if spec.name == "lookahead":
+        assert spec.horizon is not None  # set for lookahead
+        return Lookahead(n, spec.horizon)
+    if spec.name == "escalate":
+        assert spec.agree is not None  # set for escalate
+        return Escalate(n, spec.agree, effort)
+    assert spec.width is not None  # set for every strategy of several trajectories
     if spec.name == "particle":
         return Particles(spec.width, spec.value_temperature, random.Random(seed))
     return Beam(spec.width, n)
@@ -75,7 +84,10 @@ async def run_search_episode(
     setting = spec.label(n)
     started = time.monotonic()
     ledger = Ledger(spec.token_budget)
-    strategy = make_strategy(spec, n, f"{engine.config.seed}|{task.id}|{trial}")
+    effort = None
+    if spec.name == "escalate":  # model-map look-ups, off the event loop
+        effort = await asyncio.to_thread(escalated_effort, engine.generator)
+    strategy = make_strategy(spec, n, f"{engine.config.seed}|{task.id}|{trial}", effort)
     value = value_model(engine, spec, config.value_kwargs) if strategy.forks else None
     chosen: Trajectory | None = None
     search: Search | None = None

@@ -2,12 +2,14 @@
 trajectories (one generator call each, n = its candidates), run each distinct child in
 a fork of its parent's environment, score the children with the value model, and cut.
 
-The strategies differ only in how many candidates a trajectory proposes and in the cut
-(`Strategy`): beam keeps the best, particle filtering resamples, bon keeps the one its
-selector picked. A trajectory that ends (a final answer, the turn limit) is held; the
-search stops once `width` trajectories ended, when a held one is worth at least every
-live one, or when the budget cannot afford another step. The best held trajectory (by
-value) is the one the caller verifies; every other environment is closed.
+The strategies differ in how many candidates a trajectory proposes, how its children are
+evaluated and how they are cut (`Strategy`'s hooks): beam keeps the best, particle
+filtering resamples, bon keeps the one its selector picked, lookahead scores each child
+by a short rollout, escalate samples a disagreeing turn again with more effort. A
+trajectory that ends (a final answer, the turn limit) is held; the search stops once
+`width` trajectories ended, when a held one is worth at least every live one, or when
+the budget cannot afford another step. The best held trajectory (by value) is the one
+the caller verifies; every other environment is closed.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from turnbon_graph.bench.environment import Budgeted, Episode, TaskSpec
 from turnbon_graph.bench.episode import is_agent_failure
@@ -26,7 +28,7 @@ from turnbon_graph.generate import to_openai_tools
 from turnbon_graph.records import Usage
 from turnbon_graph.strategies.budget import Ledger, characters
 from turnbon_graph.strategies.trajectory import Pick, Trajectory, describe, step_size, take_step
-from turnbon_graph.strategies.tree import TreeNode, short_action
+from turnbon_graph.strategies.tree import Fate, TreeNode, short_action
 from turnbon_graph.turn import TurnEngine, turn_record
 
 if TYPE_CHECKING:
@@ -54,6 +56,34 @@ class Strategy:
     def wanted(self, live: list[Trajectory]) -> Plan:
         """Every live trajectory proposes n candidates (the most valuable first)."""
         return [(t, self.n) for t in live]
+
+    async def revise(
+        self, search: Search, parent: Trajectory, turn: GeneratedTurn, engine: TurnEngine
+    ) -> GeneratedTurn:
+        """The turn's candidates the children come from: the generator's (escalate may
+        sample the turn again)."""
+        return turn
+
+    def scoring_cost(self, search: Search, size: int, k: int) -> float:
+        """The estimated tokens of scoring k children of a request of `size` characters:
+        a value call each, on the request grown by a step."""
+        ledger = search.ledger
+        return ledger.estimate("value", size + ledger.growth, k, calls=k)
+
+    async def evaluate(self, search: Search, children: list[Trajectory]) -> None:
+        """Each child's value, when there is more than one thing to compare."""
+        if search.scores(len(children)):
+            await asyncio.gather(*(search.rate(c) for c in children))
+
+    async def settle(self, search: Search, children: list[Trajectory]) -> list[Trajectory]:
+        """The ended children held, the cut among the others: the live trajectories."""
+        for child in children:
+            if child.ended is not None:
+                await search.hold(child, child.ended)
+        return await self.cut(search, [c for c in children if c.ended is None])
+
+    def annotate(self, node: TreeNode, message: AIMessage) -> None:
+        """What the strategy adds to a child's tree node from its chosen `message`."""
 
     async def cut(self, search: Search, children: list[Trajectory]) -> list[Trajectory]:
         """The children that go on: the best by value, up to the width not yet ended."""
@@ -112,11 +142,9 @@ class Search:
                 break
             expanded = await asyncio.gather(*(self._expand(t, k) for t, k in plan))
             children = [c for group in expanded for c in group]
-            await self._score(children)
-            for child in children:
-                if child.ended is not None:
-                    await self.hold(child, child.ended)
-            self.live = await self.strategy.cut(self, [c for c in children if c.ended is None])
+            if self.value is not None and self.strategy.forks:
+                await self.strategy.evaluate(self, children)
+            self.live = await self.strategy.settle(self, children)
             for trajectory in self.live:
                 self.nodes[trajectory.node].fate = "kept"
         for trajectory in self.live:  # enough ended: the unfinished are cut
@@ -157,14 +185,18 @@ class Search:
         for trajectory, k in plan:
             size = characters(self.engine.transcript(trajectory.messages), self.tools)
             total += ledger.estimate("generator", size, k, calls=1 if self.native_n else k)
-            grown = size + ledger.growth
-            if self.strategy.forks and self._scores(children):
-                total += ledger.estimate("value", grown, k, calls=k)
+            if self.strategy.forks and self.scores(children):
+                total += self.strategy.scoring_cost(self, size, k)
             if not self.strategy.forks and k > 1:
-                total += ledger.estimate("selector", size + k * ledger.growth // 4)
+                total += self.selector_cost(size, k)
         return total
 
-    def _scores(self, children: int) -> bool:
+    def selector_cost(self, size: int, k: int) -> float:
+        """The estimated tokens of a selector's call on k candidates for a request of
+        `size` characters."""
+        return self.ledger.estimate("selector", size + k * self.ledger.growth // 4)
+
+    def scores(self, children: int) -> bool:
         """Whether children are scored: always but a lone child with nothing to compare."""
         return children > 1 or bool(self.held) or len(self.live) > 1
 
@@ -173,19 +205,17 @@ class Search:
     async def _expand(self, parent: Trajectory, k: int) -> list[Trajectory]:
         """The parent's children: one generator call, then each distinct candidate in a
         fork of the parent's environment (the first in the parent's own)."""
-        engine = self._engine(k)
-        transcript = self.engine.transcript(parent.messages)
+        engine = self.engine_for(k)
         try:
-            turn = await engine.generate(parent.messages, tools=self.tools)
+            turn = await self.generate(engine, parent.messages)
+            self.native_n = bool(turn.sampling.native_n)
+            turn = await self.strategy.revise(self, parent, turn, engine)
         except Exception as exc:
             if not is_agent_failure(exc):
                 raise
             self._fail(parent, f"{type(exc).__name__}: {exc}")
             await self.close(parent.episode)
             return []
-        generated = sum((c.usage for c in turn.candidates), Usage())
-        self.ledger.add("generator", generated, characters(transcript, self.tools), k)
-        self.native_n = bool(turn.sampling.native_n)
         picks = await self._picks(parent, turn, engine)
         if picks and (record := turn_record(picks[0][0])) is not None:
             self.ledger.prompt_tokens_a_call_each += record.prompt_tokens_a_call_each
@@ -197,6 +227,16 @@ class Search:
             )
         )
         return [c for c in children if c is not None]
+
+    async def generate(
+        self, engine: TurnEngine, messages: list[BaseMessage], extra: dict[str, Any] | None = None
+    ) -> GeneratedTurn:
+        """One generator call of `engine` (its n candidates) for `messages`, on the ledger."""
+        turn = await engine.generate(messages, tools=self.tools, extra=extra)
+        generated = sum((c.usage for c in turn.candidates), Usage())
+        size = characters(engine.transcript(messages), self.tools)
+        self.ledger.add("generator", generated, size, len(turn.candidates))
+        return turn
 
     async def _picks(
         self, parent: Trajectory, turn: GeneratedTurn, engine: TurnEngine
@@ -213,14 +253,14 @@ class Search:
                 record.usage.selector,
                 characters(self.engine.transcript(parent.messages)),
             )
-            return [(message, _tokens(turn.candidates))]
+            return [(message, candidate_tokens(turn.candidates))]
         groups = list(group_by_action(ok).values()) if ok[0].valid else [[0]]
         picks = []
         for group in groups:
             picker = Pick(self.strategy.name, ok[group[0]].action)
             chooser = TurnEngine(generator=engine.generator, selector=picker, config=engine.config)
             message = await chooser.select(parent.messages, turn)
-            picks.append((message, _tokens([ok[p] for p in group])))
+            picks.append((message, candidate_tokens([ok[p] for p in group])))
         return picks
 
     async def _environments(self, parent: Trajectory, count: int) -> list[Episode | str]:
@@ -229,26 +269,41 @@ class Search:
         if count == 0:
             await self.close(parent.episode)
             return []
-
-        async def fork() -> Episode | str:
-            try:
-                made: Episode = await parent.episode.fork()  # type: ignore[attr-defined]
-            except Exception as exc:
-                if not is_agent_failure(exc):
-                    raise
-                return f"the fork failed: {type(exc).__name__}: {exc}"
-            self._track(made)
-            return made
-
-        forks = await asyncio.gather(*(fork() for _ in range(count - 1)))
+        forks = await asyncio.gather(*(self.fork(parent.episode) for _ in range(count - 1)))
         return [parent.episode, *forks]
+
+    async def fork(self, episode: Episode) -> Episode | str:
+        """A fork of `episode`, tracked (closed with the search), or why none was made."""
+        try:
+            made: Episode = await episode.fork()  # type: ignore[attr-defined]
+        except Exception as exc:
+            if not is_agent_failure(exc):
+                raise
+            return f"the fork failed: {type(exc).__name__}: {exc}"
+        self._track(made)
+        return made
 
     async def _child(
         self, parent: Trajectory, message: AIMessage, tokens: int, where: Episode | str
     ) -> Trajectory | None:
+        fork = parent.fork if where is parent.episode else self.fork_id(where)
+        node = self.add_node(parent, message, fork, tokens)
+        self.strategy.annotate(self.nodes[node], message)
+        if isinstance(where, str):
+            self._prune_node(node, where)
+            return None
+        child = await self.step(parent, message, where, fork, node)
+        if isinstance(child, str):
+            self._prune_node(node, child)
+            return None
+        return child
+
+    def add_node(
+        self, parent: Trajectory, message: AIMessage, fork: str, tokens: int, fate: Fate = "kept"
+    ) -> str:
+        """A tree node for `message` taken after `parent`'s last step; its id."""
         node = str(len(self.nodes))
         content, calls = describe(message)
-        fork = parent.fork if where is parent.episode else self._fork_id(where)
         self.nodes[node] = TreeNode(
             id=node,
             parent=parent.node,
@@ -256,46 +311,45 @@ class Search:
             action=short_action(content, calls),
             fork=fork,
             tokens=tokens,
+            fate=fate,
         )
-        if isinstance(where, str):
-            self._prune_node(node, where)
-            return None
+        return node
+
+    async def step(
+        self, parent: Trajectory, message: AIMessage, where: Episode, fork: str, node: str
+    ) -> Trajectory | str:
+        """`parent` extended by `message`, run in `where` (tree node `node`); or why it
+        could not run (`where` then closed)."""
         try:
             child = await take_step(parent, message, where, fork, node, self.task)
         except Exception as exc:
             if not is_agent_failure(exc):
                 raise
-            self._prune_node(node, f"{type(exc).__name__}: {exc}")
             await self.close(where)
-            return None
+            return f"{type(exc).__name__}: {exc}"
         if isinstance(where, Budgeted) and (over := where.over_budget):
-            self._prune_node(node, f"the environment went over its budget: {over}")
             await self.close(where)
-            return None
+            return f"the environment went over its budget: {over}"
         self.ledger.grew(step_size(child, parent))
         return child
 
-    async def _score(self, children: list[Trajectory]) -> None:
-        """Each child's value, when there is more than one thing to compare."""
-        if self.value is None or not self.strategy.forks or not self._scores(len(children)):
-            return
-
-        async def one(child: Trajectory) -> None:
-            assert self.value is not None
-            transcript = self.engine.transcript(child.messages)
-            asked = await self.value.score(transcript)
-            self.ledger.add("value", asked.usage, characters(transcript))
-            child.value = asked.value
-            node = self.nodes[child.node]
-            node.value, node.tokens = asked.value, node.tokens + asked.usage.total_tokens
-            if asked.error:
-                node.error = asked.error
-
-        await asyncio.gather(*(one(c) for c in children))
+    async def rate(self, trajectory: Trajectory, into: Trajectory | None = None) -> None:
+        """The value model's score of `trajectory`, on its last node (with the call's
+        tokens) and given to `into` (default: itself) to rank by."""
+        assert self.value is not None
+        transcript = self.engine.transcript(trajectory.messages)
+        asked = await self.value.score(transcript)
+        self.ledger.add("value", asked.usage, characters(transcript))
+        node = self.nodes[trajectory.node]
+        node.value, node.tokens = asked.value, node.tokens + asked.usage.total_tokens
+        if asked.error:
+            node.error = asked.error
+        target = into or trajectory
+        target.value = self.nodes[target.node].value = asked.value
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def _engine(self, k: int) -> TurnEngine:
+    def engine_for(self, k: int) -> TurnEngine:
         """The run's engine asking for k candidates (the same generator and client)."""
         if k == self.engine.config.n:
             return self.engine
@@ -312,7 +366,7 @@ class Search:
         self._episodes[id(episode)] = episode
         self._fork_ids[id(episode)] = f"e{self._forks}"
 
-    def _fork_id(self, episode: Episode | str) -> str:
+    def fork_id(self, episode: Episode | str) -> str:
         return self._fork_ids.get(id(episode), "-")
 
     def _fail(self, trajectory: Trajectory, error: str) -> None:
@@ -363,12 +417,12 @@ class Search:
             return None
         self._track(made)
         return dataclasses.replace(
-            trajectory, messages=list(trajectory.messages), episode=made, fork=self._fork_id(made)
+            trajectory, messages=list(trajectory.messages), episode=made, fork=self.fork_id(made)
         )
 
     def tree(self) -> list[TreeNode]:
         return list(self.nodes.values())
 
 
-def _tokens(candidates: Sequence[Candidate]) -> int:
+def candidate_tokens(candidates: Sequence[Candidate]) -> int:
     return sum(c.usage.total_tokens for c in candidates)

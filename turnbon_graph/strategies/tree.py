@@ -9,6 +9,12 @@ the tokens it cost (its share of the generator call, and its value call), and it
     pruned    it was cut (its fork closed), or could not run (`error` says why)
     held      its trajectory ended (`ended` says how) and waited for the choice
     chosen    the ended trajectory that was verified (its last node)
+    rollout   a step of a lookahead rollout: run in a fork of its own to score the
+              candidate it continues (its parent, or its parent's rollout), then thrown
+              away; the rollout's last node has the score it led to
+
+An `escalate` node also has the agreement of the turn's first candidates and, when that
+was below `--agree`, how the turn was sampled again (`escalated`).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from pydantic import BaseModel
 
 from turnbon_graph.bench.runs import append_line
 
-Fate = Literal["kept", "pruned", "held", "chosen"]
+Fate = Literal["kept", "pruned", "held", "chosen", "rollout"]
 ACTION_CHARS = 200
 """Characters of an action kept in the tree file."""
 
@@ -40,6 +46,12 @@ class TreeNode(BaseModel):
     """Particle filtering: how many particles the resampling drew from it."""
     ended: str | None = None
     error: str | None = None
+    agreement: float | None = None
+    """escalate: the agreement of the turn's first candidates (the share of the most
+    common action); None for the other strategies."""
+    escalated: str | None = None
+    """escalate: how the turn was sampled again when that agreement was below `--agree`
+    (`reasoning_effort=<level>`, or `step by step`); None when it was not."""
 
 
 def short_action(content: str, commands: list[str]) -> str:
