@@ -15,7 +15,7 @@ from turnbon_graph.bench.attempt import run_episode
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode
 from turnbon_graph.bench.progress import Progress
-from turnbon_graph.bench.runs import EpisodeResult, read_episodes
+from turnbon_graph.bench.runs import EpisodeResult, Setting, read_episodes
 from turnbon_graph.strategies.episode import run_search_episode
 
 
@@ -34,11 +34,19 @@ async def run_locally(
     limit = asyncio.Semaphore(config.concurrency)
     lock = asyncio.Lock()
 
-    async def one(task: TaskSpec, trial: int, n: int) -> None:
+    async def one(task: TaskSpec, trial: int, setting: Setting) -> None:
+        n = setting.n
         async with limit:
-            if config.search is not None:
+            if setting.search is not None:
                 result = await run_search_episode(
-                    environment, engines[n], config, task, trial, n, run_dir
+                    environment,
+                    engines[n],
+                    config.of_setting(setting),
+                    task,
+                    trial,
+                    n,
+                    run_dir,
+                    setting=setting.label,
                 )
             else:
                 result = await run_episode(environment, engines[n], task, trial, n, run_dir)
@@ -46,7 +54,7 @@ async def run_locally(
             record_episode(run_dir, result, bar)
 
     try:
-        await asyncio.gather(*(one(task, trial, n) for task, trial, n in plan.todo))
+        await asyncio.gather(*(one(*episode) for episode in plan.todo))
     finally:
         bar.close()
     return read_episodes(run_dir)

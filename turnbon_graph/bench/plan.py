@@ -9,7 +9,7 @@ the Ray runner both plan and record through here, so they write the same run fol
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,11 @@ from turnbon_graph.bench.runs import (
     SETTINGS_FILE,
     EpisodeResult,
     RunSettings,
+    Setting,
     append_line,
     read_episodes,
-    setting_label,
+    settings_of,
+    strategy_list,
 )
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selector
@@ -47,6 +49,9 @@ class BenchConfig:
     endpoint fixed since); their new lines supersede the old ones."""
     strategy: StrategySpec | None = None
     """How each episode searches (`turnbon_graph.strategies`); None: plain bon."""
+    strategies: list[StrategySpec] | None = None
+    """Several strategies (or one at several token budgets) in one run, each a setting
+    with every N (particle: N=1 only; `runs.settings_of`); None: `strategy` alone."""
     value_kwargs: dict[str, Any] | None = None
     """The value model's connection (api_base, api_key, ...); None: the generator's
     endpoint when the value model is the generator's, else LiteLLM's own."""
@@ -56,9 +61,18 @@ class BenchConfig:
         """The strategy when episodes run through a search, else None (plain bon)."""
         return self.strategy if self.strategy is not None and self.strategy.searches else None
 
+    @property
+    def settings(self) -> list[Setting]:
+        """The run's settings: each strategy at each N."""
+        return settings_of(strategy_list(self.strategies, self.strategy), self.n_values)
 
-Todo = tuple[TaskSpec, int, int]
-"""An episode to run: the task, the trial, N."""
+    def of_setting(self, setting: Setting) -> BenchConfig:
+        """This configuration with `setting`'s strategy alone, as its episodes run."""
+        return replace(self, strategy=setting.strategy, strategies=None)
+
+
+Todo = tuple[TaskSpec, int, Setting]
+"""An episode to run: the task, the trial, the setting."""
 
 
 @dataclass
@@ -73,14 +87,17 @@ def plan_run(
     environment: Environment, config: BenchConfig, run_dir: Path, tasks: Sequence[str] | None
 ) -> RunPlan:
     """One engine per N, the run folder's settings written (or checked against a rerun's),
-    and every (task, trial, N) the folder has no episode line of yet."""
+    and every (task, trial, setting) the folder has no episode line of yet."""
     chosen = chosen_tasks(environment, tasks)
+    run_settings = config.settings
     engines = {
         n: TurnEngine.from_options(
             config.model, n=n, selector=config.selector, **config.engine_options
         )
-        for n in config.n_values
+        for n in sorted({*config.n_values, *(s.n for s in run_settings)})
     }
+    specs = strategy_list(config.strategies, config.strategy)
+    one = specs[0] if len(specs) == 1 else None
     settings = RunSettings(
         environment=environment.name,
         model=config.model,
@@ -89,7 +106,9 @@ def plan_run(
         trials=config.trials,
         tasks=[t.id for t in chosen],
         created=datetime.now(UTC).isoformat(timespec="seconds"),
-        strategy=config.search,
+        # One strategy is kept as it always was (plain bon: none); several as a list.
+        strategy=one if one is not None and one.searches else None,
+        strategies=specs if one is None else None,
     )
     _prepare(run_dir, settings)
     done = {
@@ -98,11 +117,11 @@ def plan_run(
         if not (config.redo_errors and r.outcome == "agent_error")
     }
     todo = [
-        (task, trial, n)
-        for n in config.n_values
+        (task, trial, setting)
+        for setting in run_settings
         for task in chosen
         for trial in range(config.trials)
-        if (setting_label(n, config.search), task.id, trial) not in done
+        if (setting.label, task.id, trial) not in done
     ]
     return RunPlan(engines, todo)
 

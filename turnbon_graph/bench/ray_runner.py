@@ -165,7 +165,8 @@ async def run_on_ray(
             record_episode(run_dir, result, bar)
 
         try:
-            await pool.run(plan.todo, record)
+            # Ray runs plain bon (the command refuses search strategies on it): N says all.
+            await pool.run([(task, trial, s.n) for task, trial, s in plan.todo], record)
         finally:
             bar.close()
             pool.close()

@@ -22,7 +22,6 @@ from turnbon_graph.bench.runs import (
     EpisodeResult,
     RunSettings,
     read_episodes,
-    setting_label,
 )
 from turnbon_graph.errors import ConfigurationError
 
@@ -100,13 +99,16 @@ def read_settings(run_dir: Path) -> RunSettings | None:
 
 
 def setting_order(results: Iterable[EpisodeResult], settings: RunSettings | None) -> list[str]:
-    """The run's settings by N (baseline first), then any others found in the episodes."""
-    ns: dict[str, int] = {}
+    """The run's settings strategy by strategy (as it ran them), each by N (baseline
+    first), then any others found in the episodes."""
+    keys: dict[str, tuple[int, int, str]] = {}
     if settings is not None:
-        ns.update({setting_label(n, settings.strategy): n for n in settings.n_values})
+        for setting in settings.settings():
+            at = settings.specs.index(setting.strategy)
+            keys[setting.label] = (at, setting.n, setting.label)
     for result in results:
-        ns.setdefault(result.setting, result.n)
-    return sorted(ns, key=lambda s: (ns[s], s))
+        keys.setdefault(result.setting, (10**6, result.n, result.setting))
+    return sorted(keys, key=lambda s: keys[s])
 
 
 def one_line_summary(results: Sequence[EpisodeResult], order: Sequence[str] | None = None) -> str:

@@ -19,7 +19,8 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,7 +49,20 @@ class RunSettings(BaseModel):
     tasks: list[str]
     created: str = ""
     strategy: StrategySpec | None = None
-    """A search strategy's parameters; None: plain bon (and runs made before)."""
+    """A run of one strategy: a search strategy's parameters; None: plain bon (and runs
+    made before). A run of several has `strategies` instead."""
+    strategies: list[StrategySpec] | None = None
+    """A run of several strategies (or token budgets), each a setting with every N
+    (`settings_of`); None: the one of `strategy`."""
+
+    @property
+    def specs(self) -> list[StrategySpec]:
+        """The run's strategies, whichever field holds them."""
+        return strategy_list(self.strategies, self.strategy)
+
+    def settings(self) -> list[Setting]:
+        """The run's settings, in the order it runs and reports them."""
+        return settings_of(self.specs, self.n_values)
 
 
 class Worker(BaseModel):
@@ -111,6 +125,45 @@ class EpisodeResult(BaseModel):
 def setting_label(n: int, strategy: StrategySpec | None = None) -> str:
     """The setting's name: `N=4`, or a search strategy's (`beam W=2 N=4`)."""
     return strategy.label(n) if strategy is not None else f"N={n}"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One compared configuration of a run: a strategy at one N, by its label."""
+
+    strategy: StrategySpec
+    n: int
+    label: str
+
+    @property
+    def search(self) -> StrategySpec | None:
+        """The strategy when its episodes run through a search, else None (plain bon)."""
+        return self.strategy if self.strategy.searches else None
+
+
+def strategy_list(
+    strategies: Sequence[StrategySpec] | None, strategy: StrategySpec | None
+) -> list[StrategySpec]:
+    """`strategies` once each, in order; else the one `strategy` (None: plain bon)."""
+    if strategies:
+        return list(dict.fromkeys(strategies))
+    return [strategy or StrategySpec()]
+
+
+def settings_of(strategies: Sequence[StrategySpec], n_values: Sequence[int]) -> list[Setting]:
+    """A setting per strategy and N, strategy by strategy: particle filtering takes one
+    candidate per particle, so it runs at N=1 only. When the strategies' token budgets
+    differ, each label ends in its budget (`beam W=2 N=2 budget=4000`); the labels of a
+    run of one budget are as they always were."""
+    budgets = {spec.token_budget for spec in strategies}
+    settings: dict[str, Setting] = {}
+    for spec in strategies:
+        for n in [1] if spec.name == "particle" else n_values:
+            label = setting_label(n, spec if spec.searches else None)
+            if len(budgets) > 1 and spec.token_budget is not None:
+                label += f" budget={spec.token_budget}"
+            settings.setdefault(label, Setting(spec, n, label))
+    return list(settings.values())
 
 
 def append_line(path: Path, line: str) -> None:

@@ -77,11 +77,14 @@ async def run_search_episode(
     trial: int,
     n: int,
     run_dir: Path,
+    *,
+    setting: str | None = None,
 ) -> EpisodeResult:
-    """One attempt by `config.strategy`: the search, then the verifier on its choice."""
+    """One attempt by `config.strategy`: the search, then the verifier on its choice.
+    `setting`: the setting's label in the run (default: the strategy's own)."""
     spec = config.search
     assert spec is not None
-    setting = spec.label(n)
+    setting = setting or spec.label(n)
     started = time.monotonic()
     ledger = Ledger(spec.token_budget)
     effort = None
