@@ -359,11 +359,14 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--strategy",
         choices=STRATEGIES,
-        default="bon",
-        help="bon: N candidates a turn, the selector picks one; beam: --width trajectories, "
+        nargs="+",
+        default=["bon"],
+        metavar="NAME",
+        help="one setting each, with every N (particle at N=1 only), in one run folder; "
+        "bon: N candidates a turn, the selector picks one; beam: --width trajectories, "
         "each proposing N candidates a turn, each run in a fork of its environment, the "
         "best by --value kept; particle: --width particles of one candidate a turn, "
-        "resampled by value",
+        f"resampled by value; choose from {', '.join(STRATEGIES)}",
     )
     parser.add_argument(
         "--width",
@@ -404,10 +407,12 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token-budget",
         type=positive_int,
+        nargs="+",
         metavar="T",
         help="tokens an episode may spend: prompt plus completion of generator, selector "
         "and value calls together; the strategy narrows, then falls back to one candidate, "
-        "then stops, rather than go over (default: no bound)",
+        "then stops, rather than go over; several budgets make a setting each, for every "
+        "strategy (default: no bound)",
     )
 
 

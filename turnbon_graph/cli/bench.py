@@ -83,11 +83,12 @@ def run(args: argparse.Namespace) -> int:
         link = connection(args, environment, stack)
         options = engine_options(args, setup.selector, link)
         check_run_credentials(args, model, setup.selector, options)
-        strategy, value_kwargs = strategy_of(args, link)
+        strategies, value_kwargs = strategy_of(args, link)
         n_values = sorted(set(args.n))
-        if strategy.name == "particle" and n_values != [1]:
+        if any(s.name == "particle" for s in strategies) and n_values != [1]:
             print("particle: every particle proposes one candidate a turn, so N=1", flush=True)
-            n_values = [1]
+            if all(s.name == "particle" for s in strategies):
+                n_values = [1]
         config = BenchConfig(
             model=model,
             n_values=n_values,
@@ -96,11 +97,12 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             engine_options=options,
             redo_errors=args.redo_errors,
-            strategy=strategy,
+            strategy=strategies[0] if len(strategies) == 1 else None,
+            strategies=strategies if len(strategies) > 1 else None,
             value_kwargs=value_kwargs,
         )
         count = len(args.task) if args.task else len(environment.tasks())
-        settings = ", ".join(strategy.label(n) for n in config.n_values)
+        settings = ", ".join(s.label for s in config.settings)
         print(f"Run folder: {run_dir}", flush=True)
         print(
             f"{environment.name}: {count} task(s) {TIMES} {args.trials} trial(s) {TIMES} "
@@ -108,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         if recorded := read_episodes(run_dir):
-            total = count * args.trials * len(config.n_values)
+            total = count * args.trials * len(config.settings)
             print(resuming(recorded, total, args.redo_errors, run_dir), flush=True)
         ray: Any = None
         if args.ray is not None:
@@ -136,9 +138,11 @@ def run(args: argparse.Namespace) -> int:
 
 def strategy_of(
     args: argparse.Namespace, link: dict[str, Any]
-) -> tuple[Any, dict[str, Any] | None]:
-    """The strategy flags as a `StrategySpec`, and the value model's connection: the
-    stub's for `--value stub` (only with --model stub, whose server it is)."""
+) -> tuple[list[Any], dict[str, Any] | None]:
+    """The strategy flags as `StrategySpec`s, one per strategy and token budget (each a
+    setting of the run, with every N), and the value model's connection: the stub's for
+    `--value stub` (only with --model stub, whose server it is). A strategy's flag goes to
+    the strategies it applies to; one that applies to none of them is refused."""
     from pydantic import ValidationError
 
     from turnbon_graph.cli.arguments import STUB_MODEL
@@ -147,14 +151,15 @@ def strategy_of(
     from turnbon_graph.errors import ConfigurationError
     from turnbon_graph.strategies.spec import StrategySpec
 
-    if args.strategy == "bon" and (args.width is not None or args.value is not None):
+    names = list(dict.fromkeys(args.strategy))
+    if names == ["bon"] and (args.width is not None or args.value is not None):
         raise ConfigurationError(
             "--width and --value apply to a search strategy: add --strategy beam or particle"
         )
-    if args.ray is not None and (args.strategy != "bon" or args.token_budget is not None):
+    if args.ray is not None and (names != ["bon"] or args.token_budget is not None):
         raise ConfigurationError(
-            "--strategy beam/particle and --token-budget are not available on Ray yet: "
-            "drop --ray to run them in this process"
+            "search strategies (--strategy other than bon) and --token-budget are not "
+            "available on Ray yet: drop --ray to run them in this process"
         )
     value, value_kwargs = args.value, None
     if value == STUB_MODEL:
@@ -166,19 +171,36 @@ def strategy_of(
         value, value_kwargs = STUB_ID, dict(link)
     elif value is not None:
         check_model_ids(value)
+    given = {"width": args.width, "value": value, "horizon": args.horizon, "agree": args.agree}
+    given = {flag: v for flag, v in given.items() if v is not None}
+
+    def applies(flag: str, name: str) -> bool:
+        try:
+            StrategySpec.model_validate({"name": name, flag: given[flag]})
+        except ValidationError:
+            return False
+        return True
+
+    specs = []
     try:
-        spec = StrategySpec(
-            name=args.strategy,
-            width=args.width,
-            value=value,
-            value_temperature=args.value_temperature,
-            horizon=args.horizon,
-            agree=args.agree,
-            token_budget=args.token_budget,
-        )
+        for flag in given:
+            if not any(applies(flag, name) for name in names):
+                # the first strategy's check says which strategies it applies to
+                StrategySpec.model_validate({"name": names[0], flag: given[flag]})
+        for name in names:
+            own = {flag: v for flag, v in given.items() if applies(flag, name)}
+            for budget in dict.fromkeys(args.token_budget or [None]):
+                specs.append(
+                    StrategySpec(
+                        name=name,
+                        value_temperature=args.value_temperature,
+                        token_budget=budget,
+                        **own,
+                    )
+                )
     except ValidationError as exc:  # a flag of another strategy: the message says which
         raise configuration_error(exc) from None
-    return spec, value_kwargs
+    return specs, value_kwargs
 
 
 def refuse_another_model(run_dir: Path, model: str) -> None:
