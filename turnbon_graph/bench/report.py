@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from turnbon_graph.bench import metrics, report_sections
+from turnbon_graph.bench import metrics, report_sections, report_strategies
 from turnbon_graph.bench.html import write_html
 from turnbon_graph.bench.report_format import pct, table
 from turnbon_graph.bench.runs import (
@@ -36,14 +36,17 @@ def write_report(
     baseline: str = "N=1",
     resamples: int = 10_000,
     seed: int = 0,
+    tree: str | None = None,
 ) -> Path:
     """Writes `report.md` (and the PNG plots beside it, and `report.html`: all of it in
     one file to share) for a run; returns the Markdown's path.
 
     The default destination is `run_dir/report/`. A run with no finished episode yet, or
-    only some, still gets a report that says so."""
+    only some, still gets a report that says so. `tree` names an episode whose search
+    tree is drawn (`<setting>/<task>__<trial>`, `report_strategies.find_tree`)."""
     run_dir = Path(run_dir)
     settings = read_settings(run_dir)
+    tree_file = report_strategies.find_tree(run_dir, tree) if tree is not None else None
     results = read_episodes(run_dir)
     out = Path(out_dir) if out_dir is not None else run_dir / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
@@ -56,6 +59,7 @@ def write_report(
 
         if plots.plots_available():
             written = plots.write_plots(results, out, settings=order, baseline=baseline)
+            written.update(_strategy_plots(results, order, out, tree_file))
             plot_files = {name: path.name for name, path in written.items()}
         else:
             plots_note = (
@@ -72,11 +76,36 @@ def write_report(
         seed=seed,
         plot_files=plot_files,
         plots_note=plots_note,
+        tree_file=tree_file,
     )
     path = out / REPORT_FILE
     path.write_text(text, encoding="utf-8")
     write_html(path)
     return path
+
+
+def _strategy_plots(
+    results: Sequence[EpisodeResult], order: Sequence[str], out: Path, tree_file: Path | None
+) -> dict[str, Path]:
+    """The strategy comparison's figure (when the run compares strategies or budgets)
+    and the chosen episode's tree."""
+    from turnbon_graph.bench import strategy_plots
+
+    written = {}
+    if report_strategies.compares_strategies(results):
+        groups = metrics.by_setting(results)
+        lines = report_strategies.token_points([s for s in order if s in groups], groups)
+        written[report_strategies.TOKENS_PLOT] = strategy_plots.plot_pass_against_tokens(
+            lines, out / f"{report_strategies.TOKENS_PLOT}.png"
+        )
+    if tree_file is not None:
+        name = f"{tree_file.parent.name}/{tree_file.stem}"
+        written[report_strategies.TREE_PLOT] = strategy_plots.plot_tree(
+            report_strategies.read_tree(tree_file),
+            out / f"{report_strategies.TREE_PLOT}.png",
+            title=f"Search tree of {name}",
+        )
+    return written
 
 
 def read_settings(run_dir: Path) -> RunSettings | None:
@@ -133,8 +162,9 @@ def render_report(
     seed: int = 0,
     plot_files: Mapping[str, str] | None = None,
     plots_note: str | None = None,
+    tree_file: Path | None = None,
 ) -> str:
-    """The report's Markdown (pure: reads and writes nothing)."""
+    """The report's Markdown (reads the run's tree files and rollouts, writes nothing)."""
     order = setting_order(results, settings)
     groups = metrics.by_setting(results)
     plots = plot_files or {}
@@ -159,6 +189,8 @@ def render_report(
         ]
     present = [s for s in order if s in groups]
     lines += report_sections.pass_rates(present, groups, plots)
+    if report_strategies.compares_strategies(results):
+        lines += report_strategies.section(run_dir, present, groups, plots, resamples, seed)
     lines += report_sections.curves(present, groups, plots)
     lines += report_sections.costs(results, present, groups, baseline, plots)
     lines += report_sections.outcomes(present, groups)
@@ -166,6 +198,8 @@ def render_report(
     lines += report_sections.comparison(present, groups, baseline, resamples, seed)
     lines += report_sections.per_task(present, groups, settings)
     lines += report_sections.errors(present, groups)
+    if tree_file is not None:
+        lines += report_strategies.tree_section(run_dir, tree_file, results, plots)
     return "\n".join(lines)
 
 

@@ -15,12 +15,20 @@ def add_parser(commands: Any) -> None:
         help="write a Markdown report with tables and plots for a run folder",
         description=(
             "Write report.md (pass rates, pass@k, consistency, cost, outcomes, turns to "
-            "solve, paired bootstrap against the baseline, per-task results) and PNG plots, "
+            "solve, paired bootstrap against the baseline, per-task results; a run of several "
+            "strategies or token budgets also compares them at matched compute) and PNG plots, "
             "and report.html: the same with the plots inlined and sortable tables, one "
             "self-contained file to send (it fetches nothing when opened). Prints both paths."
         ),
     )
     run_folder_arguments(parser, "RUN/report")
+    parser.add_argument(
+        "--tree",
+        metavar="EPISODE",
+        help="also draw this episode's search tree, named SETTING/TASK__TRIAL as under "
+        "RUN/trees/ (e.g. 'beam_W=2_N=2/largest-file__0', or the setting as the report "
+        "labels it: 'beam W=2 N=2/largest-file__0'); a wrong name lists the valid ones",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -28,7 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from turnbon_graph.bench.html import HTML_FILE
     from turnbon_graph.bench.report import write_report
 
-    path = write_report(args.run, args.out, baseline=args.baseline, resamples=args.resamples)
+    path = write_report(
+        args.run, args.out, baseline=args.baseline, resamples=args.resamples, tree=args.tree
+    )
     print(path)
     print(path.parent / HTML_FILE)
     return 0
