@@ -1,0 +1,100 @@
+"""The search strategies side by side at matched compute, offline: the worked example of
+docs/strategies.md, regenerated.
+
+One `turnbon bench` run on the terminal tasks' stub policy (`--model stub --value
+stub`: no key, no network) of every strategy at two token budgets, into one run folder,
+then `turnbon report` on it; prints the report's "Strategies at matched compute" table
+with the date, the command and the machine (and writes it to `--out`). The stub's
+numbers say what each strategy does with a budget on scripted tasks, not how a real
+model would fare.
+
+    python benchmarks/strategies.py
+    python benchmarks/strategies.py --out docs/figures/strategies.md --keep runs/strategies
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from turnbon_graph.bench.report_strategies import SECTION
+from turnbon_graph.cli.main import main as turnbon
+
+STRATEGIES = ["bon", "beam", "particle", "lookahead", "escalate"]
+BUDGETS = ["800", "3000"]
+TASKS = ["largest-file", "greet-script"]
+
+
+def machine() -> str:
+    """Cores, processor and system, as the performance tables name a machine."""
+    cpu = platform.processor() or platform.machine()
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+def section_table(report: str) -> str:
+    """The section's first table, as Markdown."""
+    lines = report[report.index(f"## {SECTION}") :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=1, help="trials per task and setting")
+    parser.add_argument("--out", type=Path, help="also write the table (Markdown) here")
+    parser.add_argument("--keep", type=Path, help="the run folder (default: a temporary one)")
+    args = parser.parse_args()
+    temporary = tempfile.TemporaryDirectory(prefix="turnbon-strategies-")
+    run = args.keep or Path(temporary.name) / "run"
+    command = [
+        *("bench", "--env", "terminal", "--model", "stub", "--value", "stub"),
+        *("--strategy", *STRATEGIES, "-n", "2", "--token-budget", *BUDGETS),
+        *("--task", *TASKS, "--trials", str(args.trials), "--concurrency", "2"),
+    ]
+    started = time.monotonic()
+    code = turnbon([*command, "--run", str(run)])
+    if code != 0:
+        print(f"turnbon bench exited {code}", file=sys.stderr)
+        temporary.cleanup()
+        return code
+    elapsed = time.monotonic() - started
+    if turnbon(["report", str(run)]) != 0:
+        return 1
+    table = section_table((run / "report" / "report.md").read_text(encoding="utf-8"))
+    text = "\n".join(
+        [
+            f"`python benchmarks/strategies.py`, {datetime.now(UTC):%Y-%m-%d}, {machine()}; "
+            f"the run took {elapsed:.0f} s. Its command:",
+            "",
+            "```bash",
+            shlex.join(["turnbon", *command, "--run", "runs/strategies"]),
+            "turnbon report runs/strategies",
+            "```",
+            "",
+            table,
+            "",
+        ]
+    )
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+    temporary.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
