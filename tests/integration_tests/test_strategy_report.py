@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from turnbon_graph.bench.report_format import DASH, tokens
+from turnbon_graph.bench.report_format import DASH, pct, tokens
 from turnbon_graph.bench.runs import EpisodeResult, read_episodes, tree_path
 from turnbon_graph.cli.main import main
 
@@ -231,3 +231,20 @@ def test_an_old_single_strategy_run_folder_still_reports(
             for r in mine
         ]
         assert cells[6] == tokens(sum(spent) / len(spent)) != "0"
+
+
+def test_branch_rollouts_in_the_run_folder_show_beside_bon(tmp_path: Path) -> None:
+    from turnbon_graph.analysis.rollouts import read_reports, summarise
+
+    run = tmp_path / "run"
+    assert bench(run, "--strategy", "bon", "beam", "-n", "2", "--value", "stub") == 0
+    rollouts = ["rollouts", "--env", "terminal", "--model", "stub", "-n", "2", "--run", str(run)]
+    assert main([*rollouts, "--task", *TASKS, "--trials", "1"]) == 0
+    assert main(["report", str(run), "--resamples", "200"]) == 0
+    _, *table = section_rows((run / "report" / "report.md").read_text())
+    by = {cells[0]: cells for cells in table}
+    summary = summarise(t for r in read_reports(run) if r.n == 2 for t in r.turns)
+    assert summary.mean_oracle is not None and summary.mean_h is not None
+    assert by["N=2"][8:10] == [f"{100 * summary.mean_oracle:.1f}%", pct(summary.mean_realised)]
+    assert by["N=2"][10] == f"{summary.mean_h:.2f}"
+    assert by["beam W=2 N=2"][8:] == [DASH] * 4  # a search: the rollouts measured bon
