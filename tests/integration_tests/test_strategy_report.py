@@ -103,7 +103,9 @@ def test_several_strategies_and_budgets_are_settings_of_one_run(
     assert "nothing to run" in capsys.readouterr().out
     assert len(read_episodes(compared)) == len(rows)
     assert bench(compared, "--strategy", "bon", "beam", "-n", "2") == 2
-    assert "strategies differ" in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "holds a run of the settings N=2 budget=800" in said.err
+    assert "Resuming" not in said.out  # refused before it says it resumes
 
 
 def test_the_report_compares_the_strategies_by_the_episode_rows(

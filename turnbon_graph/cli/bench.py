@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             strategies=strategies if len(strategies) > 1 else None,
             value_kwargs=value_kwargs,
         )
+        refuse_other_settings(run_dir, [s.label for s in config.settings])
         count = len(args.task) if args.task else len(environment.tasks())
         settings = ", ".join(s.label for s in config.settings)
         print(f"Run folder: {run_dir}", flush=True)
@@ -222,6 +223,28 @@ def refuse_another_model(run_dir: Path, model: str) -> None:
             "the model it was made with (--redo-errors reruns its episodes with the same "
             "settings); start a new run folder (--run NEW, or no --run for a new one under "
             "runs/)"
+        )
+
+
+def refuse_other_settings(run_dir: Path, labels: list[str]) -> None:
+    """Refuses, before it says it resumes, a rerun into a run folder of other settings
+    (other strategies, budgets or N); the rest of its settings are checked when it is
+    set up (`bench.plan`)."""
+    from turnbon_graph.bench.runs import SETTINGS_FILE, RunSettings
+    from turnbon_graph.errors import ConfigurationError
+
+    try:
+        previous = RunSettings.model_validate_json(
+            (run_dir / SETTINGS_FILE).read_text(encoding="utf-8")
+        )
+    except (OSError, ValueError):  # no run yet, or unreadable: the runner says which
+        return
+    theirs = [s.label for s in previous.settings()]
+    if theirs != labels:
+        raise ConfigurationError(
+            f"{run_dir} holds a run of the settings {', '.join(theirs)}, not "
+            f"{', '.join(labels)}: use a new run folder (--run NEW), or the same "
+            "--strategy, -n and --token-budget to resume it"
         )
 
 
