@@ -245,6 +245,7 @@ def test_escalate_on_the_command_line_records_which_turns_escalated(tmp_path: Pa
         steps = chosen_path(nodes)
         records = [t["record"] for t in read_turns(run, row.setting, row.task, row.trial)]
         assert len(records) == len(steps) == row.turns
+        assert row.escalated_turns == sum(r["sampling"]["escalation"] is not None for r in records)
         for node, record in zip(steps, records, strict=True):
             escalation = record["sampling"]["escalation"]
             if node["agreement"] < 0.5:  # disagreement: sampled again, step by step

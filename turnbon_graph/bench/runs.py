@@ -112,6 +112,9 @@ class EpisodeResult(BaseModel):
     episode (what `--token-budget` bounds); None in rows written before."""
     value_usage: Usage | None = None
     """A search strategy's value-model calls; None without one."""
+    escalated_turns: int | None = None
+    """escalate: how many turns of the verified trajectory were sampled again with more
+    effort (each turn's `sampling.escalation` says how); None for other strategies."""
 
     @property
     def passed(self) -> bool:

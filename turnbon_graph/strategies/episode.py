@@ -29,9 +29,9 @@ from turnbon_graph.strategies.particle import Particles
 from turnbon_graph.strategies.search import Search, Strategy
 from turnbon_graph.strategies.spec import StrategySpec
 from turnbon_graph.strategies.trajectory import Trajectory
-from turnbon_graph.strategies.tree import write_tree
+from turnbon_graph.strategies.tree import TreeNode, write_tree
 from turnbon_graph.strategies.value import ValueModel
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn import TurnEngine, turn_record
 
 if TYPE_CHECKING:
     from turnbon_graph.bench.plan import BenchConfig
@@ -105,9 +105,10 @@ async def run_search_episode(
         finally:
             await search.close_all()
     messages = chosen.messages if chosen is not None else []
-    _write_turns(turns_path(run_dir, setting, task.id, trial), messages)
-    if search is not None:
-        write_tree(tree_path(run_dir, setting, task.id, trial), search.tree())
+    tree = search.tree() if search is not None else None
+    await asyncio.to_thread(
+        _write_files, run_dir, setting, task.id, trial, messages, tree
+    )  # the files, off the event loop
     assert end.outcome is not None
     spent = ledger.spent
     return EpisodeResult(
@@ -128,7 +129,28 @@ async def run_search_episode(
         strategy=spec,
         tokens=ledger.total,
         value_usage=spent["value"] if strategy.forks else None,
+        escalated_turns=_escalated(messages) if spec.name == "escalate" else None,
     )
+
+
+def _escalated(messages: list[Any]) -> int:
+    """The turns among `messages` that escalate sampled again."""
+    records = (turn_record(m) for m in messages if isinstance(m, AIMessage))
+    return sum(1 for r in records if r is not None and r.sampling.escalation is not None)
+
+
+def _write_files(
+    run_dir: Path,
+    setting: str,
+    task: str,
+    trial: int,
+    messages: list[Any],
+    tree: list[TreeNode] | None,
+) -> None:
+    """The episode's turns file and, when it searched, its tree file."""
+    _write_turns(turns_path(run_dir, setting, task, trial), messages)
+    if tree is not None:
+        write_tree(tree_path(run_dir, setting, task, trial), tree)
 
 
 async def _search_and_verify(
