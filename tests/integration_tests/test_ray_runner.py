@@ -30,7 +30,7 @@ from turnbon_graph.testing import StubResponse, StubServer
 
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
-    reason="Ray is not installed (the ray extra: pip install 'turnbon-graph[ray]')",
+    reason="Ray is not installed (the ray extra: make setup-test)",
 )
 BOUND_S = 300
 """A hang guard for a test on Ray (starting workers takes seconds on a busy machine)."""
@@ -361,6 +361,44 @@ def test_turnbon_bench_ray_runs_the_local_runners_episodes_resumes_and_leaves_no
     assert report.returncode == 0, report.stderr[-2000:]
     text = (tmp_path / "ray" / "report" / "report.md").read_text(encoding="utf-8")
     assert "| Settings | N=1 (baseline), N=2 |" in text
+
+
+@needs_ray
+def test_turnbon_bench_ray_runs_search_strategies_with_each_tree_from_its_worker(
+    tmp_path: Path,
+) -> None:
+    from tests.integration_tests.test_strategies import check_tree, tree
+
+    command = [sys.executable, "-m", "turnbon_graph.cli", "bench", "--env", "terminal",
+               "--model", "stub", "--strategy", "bon", "beam", "-n", "2", "--value", "stub",
+               "--token-budget", "4000", "--trials", "1", "--task", *RAY_TASKS[:2]]  # fmt: skip
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    runs = {where: tmp_path / where for where in ("ray", "local")}
+    done = {
+        where: subprocess.run(
+            [*command, "--run", str(run), *(["--ray"] if where == "ray" else [])],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=BOUND_S,
+            cwd=tmp_path,
+        )
+        for where, run in runs.items()
+    }
+    for where, finished in done.items():
+        assert finished.returncode == 0, f"{where}: {finished.stderr[-2000:]}"
+    rows, expected = episode_lines(runs["ray"]), episode_lines(runs["local"])
+    assert {r.key for r in rows} == {r.key for r in expected} and len(rows) == 4
+    assert {r.strategy.name for r in rows if r.strategy} == {"bon", "beam"}
+    for row in rows:
+        assert row.worker and row.worker.node  # run on a Ray worker
+        assert row.tokens is not None and row.tokens <= 4000
+        nodes = tree(runs["ray"], row)  # written by the driver from the worker's answer
+        check_tree(nodes)
+        assert tree(runs["local"], row)  # as the local runner writes one (the stub's draws
+        # depend on the order of concurrent calls, so the two searches may differ)
+        # the turns file came back too (observations differ: each episode's own uid, times)
+        assert len(observations(runs["ray"], row)) == row.turns > 0
 
 
 @needs_ray

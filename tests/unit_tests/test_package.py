@@ -112,6 +112,9 @@ def test_install_hints_name_no_index() -> None:
     wheel = f"turnbon_graph-{turnbon_graph.__version__}-py3-none-any.whl"
     assert f"pip install '{wheel}[serve]'" in hint
     assert "'turnbon-graph[" not in hint
+    sources = (ROOT / "turnbon_graph").rglob("*.py")
+    quoting = [p for p in sources if p.name != "extras.py" and "'turnbon-graph[" in p.read_text()]
+    assert quoting == []  # every message words it through install_hint
     assert install_hint("local", then="pip install --no-deps x").endswith(
         "; then pip install --no-deps x"
     )

@@ -11,12 +11,10 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from turnbon_graph.bench.attempt import run_episode
 from turnbon_graph.bench.environment import Environment, TaskSpec
-from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode
+from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode, run_setting_episode
 from turnbon_graph.bench.progress import Progress
 from turnbon_graph.bench.runs import EpisodeResult, Setting, read_episodes
-from turnbon_graph.strategies.episode import run_search_episode
 
 
 async def run_locally(
@@ -35,21 +33,11 @@ async def run_locally(
     lock = asyncio.Lock()
 
     async def one(task: TaskSpec, trial: int, setting: Setting) -> None:
-        n = setting.n
         async with limit:
-            if setting.search is not None:
-                result = await run_search_episode(
-                    environment,
-                    engines[n],
-                    config.of_setting(setting),
-                    task,
-                    trial,
-                    n,
-                    run_dir,
-                    setting=setting.label,
-                )
-            else:
-                result = await run_episode(environment, engines[n], task, trial, n, run_dir)
+            engine = engines[setting.n]
+            result = await run_setting_episode(
+                environment, engine, config, task, trial, setting, run_dir
+            )
         async with lock:
             record_episode(run_dir, result, bar)
 

@@ -1,9 +1,10 @@
 """What a bench run runs and what its run folder still lacks, for every runner.
 
 `plan_run` writes the folder's settings (or checks a rerun's against them) and lists the
-episodes without a line in episodes.jsonl; `record_episode` writes that line last, so a
-killed run resumes by skipping exactly the episodes that have one. The local runner and
-the Ray runner both plan and record through here, so they write the same run folder.
+episodes without a line in episodes.jsonl; `run_setting_episode` runs one of them (a
+search strategy's, or plain bon's); `record_episode` writes its line last, so a killed
+run resumes by skipping exactly the episodes that have one. The local runner and the Ray
+runner plan, run and record through here, so they write the same run folder.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from turnbon_graph.bench.attempt import run_episode
 from turnbon_graph.bench.environment import Environment, TaskSpec, chosen_tasks
 from turnbon_graph.bench.progress import Progress
 from turnbon_graph.bench.runs import (
@@ -29,6 +31,7 @@ from turnbon_graph.bench.runs import (
 )
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selector
+from turnbon_graph.strategies.episode import run_search_episode
 from turnbon_graph.strategies.spec import StrategySpec
 from turnbon_graph.turn import TurnEngine
 
@@ -149,3 +152,28 @@ def _prepare(run_dir: Path, settings: RunSettings) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     # Plain bon has no strategy: its settings file is as it always was.
     path.write_text(settings.model_dump_json(indent=2, exclude_none=True), encoding="utf-8")
+
+
+async def run_setting_episode(
+    environment: Environment,
+    engine: TurnEngine,
+    config: BenchConfig,
+    task: TaskSpec,
+    trial: int,
+    setting: Setting,
+    run_dir: Path,
+) -> EpisodeResult:
+    """One episode of `setting` into `run_dir`, as every runner runs it: through the
+    setting's search strategy, or as a plain bon attempt of the agent graph."""
+    if setting.search is not None:
+        return await run_search_episode(
+            environment,
+            engine,
+            config.of_setting(setting),
+            task,
+            trial,
+            setting.n,
+            run_dir,
+            setting=setting.label,
+        )
+    return await run_episode(environment, engine, task, trial, setting.n, run_dir)

@@ -22,20 +22,19 @@ import tempfile
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import ExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.bench.attempt import run_episode
 from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
 from turnbon_graph.bench.limits import ClusterLimit, SlotBook, limit_engine
-from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode
+from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode, run_setting_episode
 from turnbon_graph.bench.progress import Progress
-from turnbon_graph.bench.runs import EpisodeResult, read_episodes, setting_label, turns_path
+from turnbon_graph.bench.runs import EpisodeResult, Setting, read_episodes, tree_path, turns_path
 from turnbon_graph.errors import ConfigurationError, TurnBoNError
+from turnbon_graph.extras import install_hint
 from turnbon_graph.turn import TurnEngine
 
-INSTALL_HINT = "pip install 'turnbon-graph[ray]'"
 WORKER_ENV = {"RAY_USE_UVLOOP": "0"}
 """Workers run asyncio's own event loop, as the local runner does: Ray's default, uvloop,
 refuses the subprocess options (user, group, umask) the terminal sandbox starts with."""
@@ -133,7 +132,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise ConfigurationError(f"the Ray runner needs Ray: {INSTALL_HINT}") from exc
+        raise ConfigurationError(f"the Ray runner needs Ray: {install_hint('ray')}") from exc
     return ray
 
 
@@ -157,16 +156,17 @@ async def run_on_ray(
         pool = WorkerPool(ray_module, EpisodeWorker, worker_args, options, config.concurrency)
         bar = Progress(total=len(plan.todo), enabled=progress)
 
-        async def record(answer: tuple[str, str]) -> None:
-            result_json, turns = answer
+        async def record(answer: tuple[str, str, str | None]) -> None:
+            result_json, turns, tree = answer
             result = EpisodeResult.model_validate_json(result_json)
-            path = turns_path(run_dir, result.setting, result.task, result.trial)
-            await asyncio.to_thread(_write, path, turns)
+            where = (run_dir, result.setting, result.task, result.trial)
+            await asyncio.to_thread(_write, turns_path(*where), turns)
+            if tree is not None:
+                await asyncio.to_thread(_write, tree_path(*where), tree)
             record_episode(run_dir, result, bar)
 
         try:
-            # Ray runs plain bon (the command refuses search strategies on it): N says all.
-            await pool.run([(task, trial, s.n) for task, trial, s in plan.todo], record)
+            await pool.run(plan.todo, record)
         finally:
             bar.close()
             pool.close()
@@ -206,19 +206,36 @@ class EpisodeWorker:
         self._stack = ExitStack()
         self.environment = environment
         options = worker_options(environment, config.engine_options, stub, self._stack)
+        if stub and config.value_kwargs is not None:  # --value stub: this worker's stub
+            endpoint = options["completion_kwargs"]
+            config = replace(config, value_kwargs={k: endpoint[k] for k in config.value_kwargs})
+        self.config = config
         self.engines = {
             n: worker_engine(config.model, n, config.selector, options, limit)
-            for n in config.n_values
+            for n in sorted({s.n for s in config.settings})
         }
         self.scratch = Path(tempfile.mkdtemp(prefix="turnbon-ray-"))
 
-    async def run(self, task: TaskSpec, trial: int, n: int) -> tuple[str, str]:
-        """One episode: its result as JSON and its turns file's text."""
-        engine = self.engines[n]
-        result = await run_episode(self.environment, engine, task, trial, n, self.scratch)
-        path = turns_path(self.scratch, setting_label(n), task.id, trial)
-        turns = await asyncio.to_thread(_take, path)
-        return result.model_dump_json(), turns
+    async def run(
+        self, task: TaskSpec, trial: int, setting: Setting
+    ) -> tuple[str, str, str | None]:
+        """One episode of `setting` (a search's with its tree on this worker): its result
+        as JSON, its turns file's text and its tree file's (None: it did not search)."""
+        result = await run_setting_episode(
+            self.environment,
+            self.engines[setting.n],
+            self.config,
+            task,
+            trial,
+            setting,
+            self.scratch,
+        )
+        where = (self.scratch, result.setting, task.id, trial)
+        turns = await asyncio.to_thread(_take, turns_path(*where))
+        tree = None
+        if setting.search is not None:
+            tree = await asyncio.to_thread(_take, tree_path(*where))
+        return result.model_dump_json(), turns, tree
 
     def pid(self) -> int:
         return os.getpid()

@@ -157,11 +157,6 @@ def strategy_of(
         raise ConfigurationError(
             "--width and --value apply to a search strategy: add --strategy beam or particle"
         )
-    if args.ray is not None and (names != ["bon"] or args.token_budget is not None):
-        raise ConfigurationError(
-            "search strategies (--strategy other than bon) and --token-budget are not "
-            "available on Ray yet: drop --ray to run them in this process"
-        )
     value, value_kwargs = args.value, None
     if value == STUB_MODEL:
         if args.model != STUB_MODEL:

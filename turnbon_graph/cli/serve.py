@@ -268,9 +268,10 @@ def serve_config(
         from turnbon_graph.serve import ServeConfig
         from turnbon_graph.serve.config import MB
     except ImportError as exc:
+        from turnbon_graph.extras import install_hint
+
         raise ConfigurationError(
-            f"turnbon serve needs the serve extra ({exc.name} is missing): "
-            "pip install 'turnbon-graph[serve]'"
+            f"turnbon serve needs the serve extra ({exc.name} is missing): " + install_hint("serve")
         ) from None
     model, local = settings["model"], None
     if model == STUB_MODEL:
