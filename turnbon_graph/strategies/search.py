@@ -408,14 +408,10 @@ class Search:
     async def copy(self, trajectory: Trajectory) -> Trajectory | None:
         """The trajectory again, in a fork of its environment (a resampled particle's
         second copy); None when the fork failed (recorded on its node)."""
-        try:
-            made: Episode = await trajectory.episode.fork()  # type: ignore[attr-defined]
-        except Exception as exc:
-            if not is_agent_failure(exc):
-                raise
-            self._fail(trajectory, f"the fork failed: {type(exc).__name__}: {exc}")
+        made = await self.fork(trajectory.episode)
+        if isinstance(made, str):
+            self._fail(trajectory, made)
             return None
-        self._track(made)
         return dataclasses.replace(
             trajectory, messages=list(trajectory.messages), episode=made, fork=self.fork_id(made)
         )
