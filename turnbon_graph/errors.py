@@ -24,6 +24,19 @@ class RequestFieldError(ConfigurationError):
         super().__init__(message)
 
 
+class NotStoredError(ConfigurationError):
+    """A request names a stored response or item the server does not have (never
+    stored, expired or deleted). `param`, `status` and `code` are OpenAI's for the same
+    miss (`param` None for an id in the path), so clients that replay the whole
+    conversation on OpenAI's "not found" do so here."""
+
+    def __init__(self, param: str | None, message: str, *, status: int, code: str | None) -> None:
+        self.param = param
+        self.status = status
+        self.code = code
+        super().__init__(message)
+
+
 class CredentialsError(ConfigurationError):
     """A model call failed for its key: none was set, or the provider refused it. Never
     retried; the message names the variable or the key to check."""

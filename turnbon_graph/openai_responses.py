@@ -167,19 +167,20 @@ IGNORED_FIELDS: Mapping[str, _Check | None] = MappingProxyType(
         "background": _background,  # false only
     }
 )
-"""The fields accepted (their values checked) and dropped, as on the chat endpoint. `store`
-is accepted either way and nothing is stored: see `previous_response_id`."""
-
-_STATELESS = (
-    "this server keeps no responses or conversations: send the whole conversation as "
-    "input (openai-agents' Runner.run does unless asked for previous_response_id)"
-)
+"""The fields accepted (their values checked) and not sent upstream, as on the chat
+endpoint. `store` says whether the server keeps the response (`serve.state`)."""
 
 REFUSED_FIELDS: Mapping[str, str] = MappingProxyType(
     {
         **REFUSED,
-        "previous_response_id": _STATELESS,
-        "conversation": _STATELESS,
+        "previous_response_id": (
+            "a request is read once its previous response's items are in its input "
+            "(turnbon serve resolves it against its response store)"
+        ),
+        "conversation": (
+            "conversation objects are not kept here: continue a stored response with "
+            "previous_response_id, or send the whole conversation as input"
+        ),
         "prompt": "stored prompts are OpenAI's own: send instructions and input",
     }
 )
@@ -308,7 +309,7 @@ def _check_input(given: Any) -> None:
             raise RequestFieldError(
                 "input",
                 f"{where}.type {kind!r} is not accepted: a turn reads "
-                f"{', '.join(_ITEM_TYPES)} items (send the whole conversation, not references)",
+                f"{', '.join(_ITEM_TYPES)} items, and item_reference to stored ones",
             )
         needs: tuple[str, ...] = {
             "message": ("role", "content"),
@@ -338,7 +339,10 @@ def response_body(message: AIMessage, request: ResponsesRequest, *, model: str) 
     )
     body: dict[str, Any] = response.model_dump(mode="json", exclude_none=True, by_alias=True)
     body["id"] = f"resp_{uuid.uuid4().hex}"
-    body["store"] = False  # nothing is stored, whatever was asked
+    body["store"] = False  # until the server stores it (`serve.state.keep`)
+    for item in body.get("output") or []:
+        if item.get("type") == "function_call":  # LiteLLM's is "fc_" + the upstream call id,
+            item["id"] = f"fc_{uuid.uuid4().hex}"  # which repeats: an item_reference needs one
     usage = body.get("usage") or {}
     usage.pop("cost", None)
     # the SDK's ResponseUsage requires cache_write_tokens, which LiteLLM's leaves out

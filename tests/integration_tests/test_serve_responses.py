@@ -261,14 +261,9 @@ def test_fields_that_change_nothing_are_accepted_and_settings_reach_the_upstream
     [
         ({"input": QUESTION, "temperature": 3}, "temperature", "from 0 to 2"),
         ({"input": QUESTION, "max_output_tokens": 0}, "max_output_tokens", "integer from 1"),
-        (
-            {"input": QUESTION, "previous_response_id": "resp_1"},
-            "previous_response_id",
-            "send the whole conversation as input",
-        ),
-        ({"input": QUESTION, "conversation": "conv_1"}, "conversation", "whole conversation"),
+        ({"input": QUESTION, "conversation": "conv_1"}, "conversation", "previous_response_id"),
         ({"input": 5}, "input", "a string or a list"),
-        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input", "item_reference"),
+        ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input", "item_reference"),
         ({"input": [{"role": "user"}]}, "input", "needs role, content"),
         ({"input": QUESTION, "tools": [{"type": "web_search"}]}, "tools", "function tool"),
         (

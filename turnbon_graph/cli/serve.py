@@ -25,6 +25,12 @@ from turnbon_graph.cli.arguments import (
     positive_int,
     subcommand,
 )
+from turnbon_graph.cli.serve_store import (
+    STORE_SETTINGS,
+    store_arguments,
+    store_config,
+    warn_unshared_store,
+)
 
 SETTINGS: dict[str, Any] = {
     "model": None,
@@ -44,6 +50,7 @@ SETTINGS: dict[str, Any] = {
     "header_timeout_s": 10.0,
     "body_timeout_s": 60.0,
     "idle_timeout_s": 5,
+    **STORE_SETTINGS,
     "log_level": "info",
     "access_log": False,
 }
@@ -188,6 +195,7 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="an idle kept-alive connection is closed after S seconds (uvicorn's "
         "timeout_keep_alive)",
     )
+    store_arguments(parser)
     parser.add_argument(
         "--log-level",
         choices=LOG_LEVELS,
@@ -227,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
             + (f", {workers} worker processes" if workers > 1 else ""),
             file=sys.stderr,
         )
+        warn_unshared_store(config, workers)
         os.environ[WORKER_ARGV] = json.dumps(list(getattr(args, "argv", None) or []))
         try:
             run_server(
@@ -289,6 +298,7 @@ def serve_config(
         header_timeout_s=settings["header_timeout_s"],
         body_timeout_s=settings["body_timeout_s"],
         idle_timeout_s=settings["idle_timeout_s"],
+        **store_config(settings),
     )
     return config, settings
 

@@ -42,6 +42,7 @@ from turnbon_graph.errors import (
     AllCandidatesFailedError,
     ConfigurationError,
     CredentialsError,
+    NotStoredError,
 )
 from turnbon_graph.openai_format import (
     ChatRequest,
@@ -52,6 +53,7 @@ from turnbon_graph.openai_format import (
 from turnbon_graph.serve.config import ServeConfig
 from turnbon_graph.serve.limits import BodyError, read_json_body
 from turnbon_graph.serve.responses import responses_reader
+from turnbon_graph.serve.state import deleted, open_store, retrieved
 from turnbon_graph.turn import TurnEngine, turn_record
 
 __all__ = ["bad_request", "create_app", "error_response"]
@@ -75,8 +77,11 @@ def _error_body(message: str, kind: str, code: str, param: str | None = None) ->
 
 def bad_request(exc: ConfigurationError) -> JSONResponse:
     """A 400 for a request refused before its turn (a `RequestFieldError` names its field
-    as `param`)."""
+    as `param`); a stored response or item it names that is not kept, OpenAI's miss."""
     param = getattr(exc, "param", None)
+    if isinstance(exc, NotStoredError):
+        error = {"message": str(exc), "type": "invalid_request_error", "param": param}
+        return JSONResponse({"error": {**error, "code": exc.code}}, status_code=exc.status)
     return error_response(400, str(exc), "invalid_request_error", "invalid_request", param=param)
 
 
@@ -89,6 +94,8 @@ def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Star
         Route("/chat/completions", service.chat, methods=["POST"]),
         Route("/v1/responses", service.responses, methods=["POST"]),
         Route("/responses", service.responses, methods=["POST"]),
+        Route("/v1/responses/{response_id}", service.stored, methods=["GET", "DELETE"]),
+        Route("/responses/{response_id}", service.stored, methods=["GET", "DELETE"]),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
@@ -120,16 +127,19 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         message = f"{request.url.path} does not take {request.method}"
     hint = (
         "; the endpoints are POST /v1/chat/completions, POST /v1/responses, "
-        "GET /v1/models, GET /health"
+        "GET and DELETE /v1/responses/{id}, GET /v1/models, GET /health"
     )
     return error_response(status, message + hint, "invalid_request_error", "not_found")
 
 
 Reply = tuple[
-    ChatRequest, Callable[[AIMessage], dict[str, Any]], Callable[[AIMessage], Iterable[str]]
+    ChatRequest,
+    Callable[[AIMessage], Awaitable[dict[str, Any]]],
+    Callable[[AIMessage], Awaitable[Iterable[str]]],
 ]
 """What an endpoint makes of a request body: the turn's request, and how to answer with
-the chosen message, whole (a JSON body) and streamed (server-sent events)."""
+the chosen message, whole (a JSON body) and streamed (server-sent events); each may
+first await what the answer needs (a Responses answer is stored)."""
 
 
 class _Service:
@@ -142,13 +152,17 @@ class _Service:
         self._secrets = secret_values(kwargs)
         key = config.require_key
         self._key = key.get_secret_value().encode() if key is not None else None
-        self._read_responses = responses_reader(config)
+        self.store = open_store(config)
+        self._read_responses = responses_reader(config, self.store)
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         await load_litellm()  # off the loop, before the first request pays for it
         log.info("serving %s as %r, n=%d", self.config.model, self.config.name, self.config.turn.n)
-        yield
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(self.store.close)
 
     def _refused(self, request: Request) -> Response | None:
         if self._key is None:
@@ -182,16 +196,30 @@ class _Service:
     async def responses(self, request: Request) -> Response:
         return await self.answer(request, self._read_responses)
 
+    async def stored(self, request: Request) -> Response:
+        """`GET` or `DELETE /v1/responses/{id}`: a stored response (a 404 when not kept)."""
+        if (refused := self._refused(request)) is not None:
+            return refused
+        response_id = request.path_params["response_id"]
+        reply = retrieved if request.method == "GET" else deleted
+        try:
+            return JSONResponse(await reply(self.store, response_id))
+        except ConfigurationError as exc:
+            return bad_request(exc)
+
     async def _read_chat(self, body: Any) -> Reply:
         chat = parse_chat_request(body)
         name = chat.model or self.config.name
 
-        def events(message: AIMessage) -> Iterator[str]:
+        async def whole(message: AIMessage) -> dict[str, Any]:
+            return chat_completion(message, model=name)
+
+        async def events(message: AIMessage) -> Iterator[str]:
             return _events(
                 chat_completion_chunks(message, model=name, include_usage=chat.include_usage)
             )
 
-        return chat, lambda m: chat_completion(m, model=name), events
+        return chat, whole, events
 
     async def answer(self, request: Request, read: Callable[[Any], Awaitable[Reply]]) -> Response:
         """An endpoint: the bearer check, the body (`read_json_body`), `read` into the
@@ -223,8 +251,8 @@ class _Service:
         if message is None:
             return Response(status_code=CLIENT_GONE)
         if chat.stream:
-            return StreamingResponse(events(message), media_type="text/event-stream")
-        return JSONResponse(body(message))
+            return StreamingResponse(await events(message), media_type="text/event-stream")
+        return JSONResponse(await body(message))
 
     def _failure(self, turn: asyncio.Task[AIMessage | None]) -> tuple[int, dict[str, Any]] | None:
         """The status and OpenAI-shaped error body for a finished turn that raised (its
@@ -272,7 +300,7 @@ class _Service:
     async def _kept_alive(
         self,
         turn: asyncio.Task[AIMessage | None],
-        events: Callable[[AIMessage], Iterable[str]],
+        events: Callable[[AIMessage], Awaitable[Iterable[str]]],
     ) -> AsyncIterator[str]:
         """A stream started before its turn was chosen: an SSE comment (which clients
         skip) every `keepalive_s`, so that no proxy or client read timeout ends a long
@@ -290,7 +318,7 @@ class _Service:
             return
         message = turn.result()
         if message is not None:
-            for event in events(message):
+            for event in await events(message):
                 yield event
 
     async def _turn(self, request: Request, chat: ChatRequest) -> AIMessage | None:

@@ -5,6 +5,7 @@ hand for an app of your own (`create_app(ServeConfig(...))`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import SecretStr
 
@@ -64,6 +65,17 @@ class ServeConfig:
     http: str = "auto"
     """uvicorn's HTTP protocol: "h11", "httptools" (uvicorn[standard]'s), or "auto"
     (httptools where it is installed), each with the header guard."""
+    response_store: Path | None = None
+    """A SQLite file (made if missing, in a folder that exists) that keeps the stored
+    Responses API responses, shared by every `--workers` process and any server given
+    the same file; None: in this process's memory."""
+    response_store_bytes: int = 64 * MB
+    """The stored responses' JSON text past which the oldest go. A stored response holds
+    its whole conversation (a long agent run: some hundred KB), so 64 MiB keeps the
+    recent turns of many runs in memory."""
+    response_store_ttl_s: float = 24 * 3600.0
+    """Seconds a stored response is kept (OpenAI keeps them 30 days): an agent run
+    continues its chain within it; past it, a reference to the response is a miss."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model:
@@ -78,12 +90,23 @@ class ServeConfig:
             raise ConfigurationError("shutdown_timeout must be >= 0 seconds")
         if self.keepalive_s < 0:
             raise ConfigurationError("keepalive_s must be >= 0 seconds (0: no keep-alive)")
-        for name in ("max_body_bytes", "max_json_depth", "max_header_bytes", "idle_timeout_s"):
+        for name in (
+            "max_body_bytes",
+            "max_json_depth",
+            "max_header_bytes",
+            "idle_timeout_s",
+            "response_store_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.http not in ("auto", "h11", "httptools"):
             raise ConfigurationError(f"http must be auto, h11 or httptools, got {self.http!r}")
-        for name in ("header_timeout_s", "body_timeout_s"):
+        if self.response_store is not None and not Path(self.response_store).parent.is_dir():
+            raise ConfigurationError(
+                f"the response store's folder {Path(self.response_store).parent} does not "
+                "exist: create it, or give --response-store a path in a folder that does"
+            )
+        for name in ("header_timeout_s", "body_timeout_s", "response_store_ttl_s"):
             if not getattr(self, name) > 0:
                 raise ConfigurationError(
                     f"{name} must be above 0 seconds, got {getattr(self, name)}"

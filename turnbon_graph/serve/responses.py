@@ -4,15 +4,15 @@ Turn-BoN turns. Each call is one turn of the same engine as a chat completion, r
 answered by `openai_responses` (LiteLLM's transformation), through the app's one
 `answer`: the same bearer check, body limits, keep-alive stream and errors.
 
-Stateless: `previous_response_id` and `conversation` are a 400 that says to send the whole
-input (`store` is accepted either way; nothing is stored). A per-process store would
-answer or miss by which `--workers` process a request reached.
+With state, as OpenAI keeps it (`state`): `previous_response_id` and `item_reference`
+items are resolved against the response store before the request is read, and the answer
+is stored unless the request says `store: false`. `conversation` is a 400.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage
@@ -23,28 +23,35 @@ from turnbon_graph.openai_responses import (
     response_body,
     response_events,
 )
+from turnbon_graph.serve.state import keep, resolve
 
 if TYPE_CHECKING:
     from turnbon_graph.serve.app import Reply
     from turnbon_graph.serve.config import ServeConfig
+    from turnbon_graph.serve.store import ResponseStore
 
 __all__ = ["responses_reader"]
 
 
-def responses_reader(config: ServeConfig) -> Callable[[Any], Awaitable[Reply]]:
-    """How the app reads a Responses request body for the served `config.model` and
-    answers it (`_Service.answer`)."""
+def responses_reader(
+    config: ServeConfig, store: ResponseStore
+) -> Callable[[Any], Awaitable[Reply]]:
+    """How the app reads a Responses request body for the served `config.model`, its
+    state in `store`, and answers it (`_Service.answer`), stored unless asked not to."""
 
     async def read(body: Any) -> Reply:
         await load_litellm()  # its transformation reads the request (off the loop, once)
-        request = parse_responses_request(body, model=config.model)
+        resolved = await resolve(body, store)
+        request = parse_responses_request(resolved.body, model=config.model)
         name = request.chat.model or config.name
 
-        def whole(message: AIMessage) -> dict[str, Any]:
-            return response_body(message, request, model=name)
+        async def whole(message: AIMessage) -> dict[str, Any]:
+            answered = response_body(message, request, model=name)
+            await keep(answered, resolved, store)
+            return answered
 
-        def streamed(message: AIMessage) -> Iterable[str]:
-            return _sse(response_events(whole(message)))
+        async def streamed(message: AIMessage) -> Iterator[str]:
+            return _sse(response_events(await whole(message)))
 
         return request.chat, whole, streamed
 
