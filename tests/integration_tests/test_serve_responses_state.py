@@ -277,6 +277,7 @@ def test_the_store_keeps_no_key_or_header(stub: StubServer, tmp_path: Path) -> N
         client.responses.create(model="turnbon", previous_response_id=made.id, input="Sure?")
         refused = httpx.get(f"{running.base_url}/responses/{made.id}")  # no bearer key
         assert refused.status_code == 401
+    assert shared.stat().st_mode & 0o777 == 0o600  # the server's user's only
     kept = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert QUESTION.encode() in kept
     for secret in (UPSTREAM_KEY, client_key, "Bearer", "authorization"):

@@ -9,6 +9,7 @@ and a write waits up to `BUSY_TIMEOUT_S` for another process's to finish.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -48,13 +49,17 @@ DELETE FROM responses WHERE seq IN (
 
 
 class SqliteStore(ResponseStore):
-    """Responses in the SQLite file at `path` (made if missing; its folder must exist)."""
+    """Responses in the SQLite file at `path` (made if missing, readable by this user
+    only; its folder must exist)."""
 
     def __init__(self, path: Path, *, max_bytes: int, max_age_s: float) -> None:
         super().__init__(max_bytes=max_bytes, max_age_s=max_age_s)
         self.path = path
         self._lock = threading.Lock()
         try:
+            # conversations as clients sent them: only the server's user reads a new file
+            # (SQLite gives its -wal and -shm files the same mode)
+            os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
             self._db = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
@@ -62,7 +67,7 @@ class SqliteStore(ResponseStore):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise ConfigurationError(
                 f"the response store {path} cannot be opened as a SQLite file ({exc}): give "
                 "--response-store a new file's path, or one this server made"
