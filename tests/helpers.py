@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,15 @@ def episode_lines(run: Path) -> list[EpisodeResult]:
     """Every line of a run's episodes file, an episode recorded twice twice
     (`read_episodes` counts only an episode's latest line)."""
     return read_lines(run / EPISODES_FILE, EpisodeResult)
+
+
+def terminate(process: subprocess.Popen[str]) -> int:
+    """Ends a server process as an operator would (SIGTERM, then SIGKILL after a minute)
+    and waits for it: its exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()

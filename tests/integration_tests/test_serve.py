@@ -23,6 +23,7 @@ import pytest
 from openai import OpenAI
 from pydantic import SecretStr
 
+from tests.helpers import terminate
 from tests.integration_tests.test_litellm_provider import (
     BAD_VALUES,
     CHOSEN,
@@ -520,11 +521,7 @@ def test_workers_serve_one_port_from_processes_of_their_own(stub: StubServer) ->
         answer = client.chat.completions.create(model="turnbon", messages=MESSAGES)
         assert answer.choices[0].message.content == "from a worker"
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        terminate(process)
     _, stderr = process.communicate()
     assert "2 worker processes" in stderr
     assert UPSTREAM_KEY not in stderr and "Traceback" not in stderr

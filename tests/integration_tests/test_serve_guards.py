@@ -23,6 +23,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from tests.helpers import terminate
 from turnbon_graph.config import turn_config
 from turnbon_graph.serve import BackgroundServer, ServeConfig
 from turnbon_graph.serve.limits import PROTOCOLS, json_depth
@@ -310,13 +311,7 @@ class ServeCommand:
         return f"http://127.0.0.1:{self._port}/v1"
 
     def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
+        return terminate(self.process)
 
     def peak_rss_kb(self) -> int:
         """The server process's peak resident memory (VmHWM), in KiB."""

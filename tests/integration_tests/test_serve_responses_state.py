@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from tests.helpers import terminate
 from tests.integration_tests.test_litellm_provider import CHOSEN, script_turns
 from tests.integration_tests.test_serve import UPSTREAM_KEY, _free_port, client_of, serve_config
 from tests.integration_tests.test_serve_responses import QUESTION, SHELL, generator_bodies
@@ -370,11 +370,7 @@ def test_workers_continue_each_others_responses_through_the_store_file(
     finally:
         for connection in connections.values():
             connection.close()
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        terminate(process)
     _, stderr = process.communicate()
     assert "Traceback" not in stderr and UPSTREAM_KEY not in stderr
     assert "keeps its stored responses in its own memory" not in stderr
