@@ -199,6 +199,23 @@ def test_item_references_resolve_to_the_stored_output_items(
     assert stub.requests == []
 
 
+def test_a_reference_to_an_item_the_chain_holds_is_refused_as_a_duplicate(
+    stub: StubServer, serving: BackgroundServer
+) -> None:
+    script_turns(stub, text=True)
+    made = client_of(serving).responses.create(model="turnbon", input=QUESTION)
+    stub.reset()
+    (message,) = made.output
+    again = [{"type": "item_reference", "id": message.id}, {"role": "user", "content": "So?"}]
+    refused = chained(serving, made.id, again)
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["param"] == "input" and error["message"].startswith(
+        f"Duplicate item found with id {message.id}."
+    )
+    assert stub.requests == []
+
+
 def test_a_streamed_response_is_stored_and_continued(
     stub: StubServer, serving: BackgroundServer
 ) -> None:

@@ -83,6 +83,7 @@ async def resolve(body: Any, store: ResponseStore) -> Resolved:
     own = await _referenced(given, store)
     if previous is None and own is given:  # nothing to resolve: the body as it came
         return Resolved(body, own)
+    _refuse_repeats(before, given)
     conversation = [*before, *own]
     return Resolved({**rest, "input": conversation}, conversation, previous)
 
@@ -111,6 +112,19 @@ async def _referenced(given: list[Any], store: ResponseStore) -> list[Any]:
         found[item["id"]] if isinstance(item, Mapping) and item.get("type") == REFERENCE else item
         for item in given
     ]
+
+
+def _refuse_repeats(before: list[dict[str, Any]], given: list[Any]) -> None:
+    """An `item_reference` to an item the previous response's conversation already holds
+    is a 400, as on OpenAI: the turn would read it twice."""
+    held = {item.get("id") for item in before}
+    for item in given:
+        if isinstance(item, Mapping) and item.get("type") == REFERENCE and item["id"] in held:
+            raise RequestFieldError(
+                "input",
+                f"Duplicate item found with id {item['id']}. Remove duplicate items from your "
+                "input and try again.",
+            )
 
 
 async def keep(response: dict[str, Any], resolved: Resolved, store: ResponseStore) -> None:
