@@ -1,5 +1,6 @@
 """A fresh process's first turn makes no blocking call on the event loop, under the
-checker LangGraph Server runs (`langgraph dev` refuses such calls with BlockingError)."""
+checker LangGraph Server runs (`langgraph dev` refuses such calls with BlockingError), and
+neither does `turnbon serve`'s response store, in memory or in a SQLite file."""
 
 from __future__ import annotations
 
