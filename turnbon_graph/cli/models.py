@@ -291,7 +291,8 @@ def start_stub(
     import inspect
 
     seeded = seed is not None and "seed" in inspect.signature(policy).parameters
-    server = stack.enter_context(StubServer())
+    # the latest request only: nothing reads its log, and `serve --model stub` runs for long
+    server = stack.enter_context(StubServer(max_log_bytes=0))
     server.script(policy(seed=seed) if seeded else policy())
     return {"api_base": server.base_url, "api_key": "none"}
 

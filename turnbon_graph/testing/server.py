@@ -11,6 +11,7 @@ import contextlib
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -32,6 +33,11 @@ __all__ = ["StubServer"]
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """The largest request body the stub takes (aiohttp's default, 1 MiB, is far below what
 providers take: a long transcript would get aiohttp's 413, unrecorded)."""
+
+MAX_LOG_BYTES = 64 * 1024 * 1024
+"""How much of the requests it received the stub keeps by default (`StubServer.requests`),
+counted as their bodies' and headers' bytes: thousands of ordinary requests, and a
+bounded memory for a stub that serves for long (`turnbon serve --model stub`)."""
 
 # Poll interval while a scripted delay runs; small enough that disconnects are noticed
 # promptly, large enough not to spin.
@@ -67,6 +73,10 @@ class StubServer:
     still has responders answers. Otherwise ``default`` answers (``chat_completion("ok")``
     unless given).
 
+    ``requests`` keeps the most recent requests, as many as fit in ``max_log_bytes`` of
+    bodies and headers (always the latest one); older ones are dropped, so that a stub
+    that serves for long holds a bounded memory. ``received`` counts them all.
+
     A request with ``"stream": true`` whose answer is a ``chat.completion`` (status 200,
     a dict with ``choices``) gets it as OpenAI streams it: ``chat.completion.chunk``
     server-sent events (the role, content and tool-call deltas, the finish reason; the
@@ -76,13 +86,20 @@ class StubServer:
     provider that fails before its stream starts sends.
     """
 
-    def __init__(self, *, default: Responder | None = None) -> None:
+    def __init__(
+        self, *, default: Responder | None = None, max_log_bytes: int = MAX_LOG_BYTES
+    ) -> None:
+        if max_log_bytes < 0:
+            raise ValueError(f"max_log_bytes must be at least 0, got {max_log_bytes}")
         self._default: Responder = default if default is not None else _default_responder
+        self.max_log_bytes = max_log_bytes
         # Touched from the server thread and the test thread; re-entrant so a route matcher
         # may itself read `requests`.
         self._lock = threading.RLock()
         self._routes: list[_Route] = []
-        self._requests: list[CapturedRequest] = []
+        self._requests: deque[tuple[int, CapturedRequest]] = deque()  # (bytes, request)
+        self._logged_bytes = 0
+        self._received = 0
         self._disconnects = 0
         self._responder_errors: list[BaseException] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -173,9 +190,16 @@ class StubServer:
 
     @property
     def requests(self) -> list[CapturedRequest]:
-        """Chat-completion requests received so far, in arrival order (a copy)."""
+        """Chat-completion requests received so far, in arrival order (a copy): the most
+        recent, within ``max_log_bytes``."""
         with self._lock:
-            return list(self._requests)
+            return [request for _, request in self._requests]
+
+    @property
+    def received(self) -> int:
+        """Chat-completion requests received so far, those dropped from ``requests`` too."""
+        with self._lock:
+            return self._received
 
     @property
     def disconnects(self) -> int:
@@ -208,20 +232,30 @@ class StubServer:
         self.route(lambda _: True, *responders, repeat_last=repeat_last)
 
     def reset(self) -> None:
-        """Clear routes, captured requests, disconnect count and responder errors."""
+        """Clear routes, captured requests and their count, disconnect count and
+        responder errors."""
         with self._lock:
             self._routes.clear()
             self._requests.clear()
+            self._logged_bytes = self._received = 0
             self._disconnects = 0
             self._responder_errors.clear()
 
     # ------------------------------------------------------------------ handlers
 
-    def _pick(self, captured: CapturedRequest) -> Responder:
+    def _log(self, captured: CapturedRequest, size: int) -> None:
+        """Keeps `captured` (`size` bytes), dropping the oldest past ``max_log_bytes``."""
+        self._requests.append((size, captured))
+        self._logged_bytes += size
+        self._received += 1
+        while self._logged_bytes > self.max_log_bytes and len(self._requests) > 1:
+            self._logged_bytes -= self._requests.popleft()[0]
+
+    def _pick(self, captured: CapturedRequest, size: int) -> Responder:
         # Held across matching so concurrent requests consume scripted responders
         # in a consistent arrival order.
         with self._lock:
-            self._requests.append(captured)
+            self._log(captured, size)
             for route in self._routes:
                 if not route.match(captured):
                     continue
@@ -230,9 +264,9 @@ class StubServer:
                     return responder
             return self._default
 
-    def _resolve(self, captured: CapturedRequest) -> StubResponse:
+    def _resolve(self, captured: CapturedRequest, size: int) -> StubResponse:
         try:
-            responder = self._pick(captured)
+            responder = self._pick(captured, size)
             result = responder(captured) if callable(responder) else responder
             if isinstance(result, dict):
                 return StubResponse(body=result)
@@ -268,7 +302,8 @@ class StubServer:
             body=body,
             received_at=time.monotonic(),
         )
-        reply = self._resolve(captured)
+        headers = sum(len(k) + len(v) for k, v in captured.headers.items())
+        reply = self._resolve(captured, len(raw) + headers)
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(reply.delay, 0.0)
