@@ -30,6 +30,7 @@ from langchain_core.messages.ai import UsageMetadata
 
 from turnbon_graph.errors import ConfigurationError, RequestFieldError
 from turnbon_graph.records import RECORD_KEY, TurnRecord, Usage
+from turnbon_graph.request_text import check_utf8, check_value
 
 __all__ = [
     "CONNECTION_FIELDS",
@@ -290,12 +291,13 @@ def parse_chat_request(body: Any, *, owns_upstream: bool = False) -> ChatRequest
 
     Fields in `FORWARDED` reach every generator call, `IGNORED` ones are dropped, a null
     value counts as absent. Raises `RequestFieldError` (a `ConfigurationError`) naming the
-    field for a value OpenAI would refuse, a `REFUSED` field, `n` > 1, audio, and any
-    other field, unless `owns_upstream`: a caller whose connection the upstream is (the
-    LiteLLM provider's) has other fields forwarded as LiteLLM forwards them, and its
-    `extra_body` too."""
+    field for a value OpenAI would refuse, text that is not valid UTF-8 (`check_utf8`), a
+    `REFUSED` field, `n` > 1, audio, and any other field, unless `owns_upstream`: a
+    caller whose connection the upstream is (the LiteLLM provider's) has other fields
+    forwarded as LiteLLM forwards them, and its `extra_body` too."""
     if not isinstance(body, Mapping):
         raise ConfigurationError("the request body must be a JSON object")
+    check_utf8(body)  # first: no later error may quote text that cannot be encoded
     model = body.get("model", "")
     if not isinstance(model, str):
         raise RequestFieldError("model", "model must be a string")
@@ -428,6 +430,8 @@ def _checked_calls(calls: Any, where: str) -> list[dict[str, Any]]:
                 f"{where}.tool_calls[{j}].function.arguments must be a JSON object "
                 f"(as a string), got {arguments!r:.80}"
             )
+        # JSON text that is ASCII may still spell a lone surrogate
+        check_value(parsed, f"{where}.tool_calls[{j}].function.arguments", param="messages")
         checked.append(
             {
                 "id": call.get("id") or f"call_{uuid.uuid4().hex[:24]}",

@@ -51,7 +51,7 @@ from turnbon_graph.openai_format import (
     parse_chat_request,
 )
 from turnbon_graph.serve.config import ServeConfig
-from turnbon_graph.serve.limits import BodyError, read_json_body
+from turnbon_graph.serve.limits import BodyError, ClientLeft, in_proportion, read_json_body
 from turnbon_graph.serve.responses import responses_reader
 from turnbon_graph.serve.state import deleted, open_store, retrieved
 from turnbon_graph.turn import TurnEngine, turn_record
@@ -102,7 +102,11 @@ def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Star
     ]
     app = Starlette(
         routes=routes,
-        exception_handlers={HTTPException: _http_error, BodyError: _body_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            BodyError: _body_error,
+            ClientLeft: _client_left,
+        },
         lifespan=service.lifespan,
     )
     app.state.engine = service.engine
@@ -114,10 +118,19 @@ async def _body_error(request: Request, exc: Exception) -> Response:
     closes the connection, so that the rest of the body is not read (or waited for)."""
     if not isinstance(exc, BodyError):
         raise exc
-    response = error_response(exc.status, str(exc), "invalid_request_error", exc.code)
+    response = error_response(
+        exc.status, str(exc), "invalid_request_error", exc.code, param=exc.param
+    )
     if exc.status in (413, 408):
         response.headers["connection"] = "close"
     return response
+
+
+async def _client_left(request: Request, exc: Exception) -> Response:
+    """A client that left before its body was complete: one line in the log (no
+    traceback: nothing went wrong here), and nobody to answer."""
+    log.info("%s %s: %s", request.method, request.url.path, exc)
+    return Response(status_code=CLIENT_GONE)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -208,7 +221,7 @@ class _Service:
             return bad_request(exc)
 
     async def _read_chat(self, body: Any) -> Reply:
-        chat = parse_chat_request(body)
+        chat = await in_proportion(parse_chat_request, body)
         name = chat.model or self.config.name
 
         async def whole(message: AIMessage) -> dict[str, Any]:
@@ -252,7 +265,7 @@ class _Service:
             return Response(status_code=CLIENT_GONE)
         if chat.stream:
             return StreamingResponse(await events(message), media_type="text/event-stream")
-        return JSONResponse(await body(message))
+        return await in_proportion(JSONResponse, await body(message))
 
     def _failure(self, turn: asyncio.Task[AIMessage | None]) -> tuple[int, dict[str, Any]] | None:
         """The status and OpenAI-shaped error body for a finished turn that raised (its

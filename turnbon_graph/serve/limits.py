@@ -5,7 +5,10 @@ memory or a stack frame without bound:
   first, then the bytes as they stream, so a chunked body is refused as it grows, not
   after it has been buffered), a deadline, and a nesting bound checked without
   recursing. A refusal is a `BodyError`, which the app answers in OpenAI's error shape
-  (413, 408 or 400).
+  (413, 408 or 400); a client that leaves before its body is complete, `ClientLeft`.
+- `in_proportion`: work whose time grows with the body (parsing it, checking and
+  converting the request it holds, answering with what it echoes) runs on a thread
+  when the body is large, so that the event loop goes on answering other requests.
 - `guarded_protocol`: uvicorn's HTTP protocol with a deadline on each request's headers
   and a bound on their size. uvicorn closes idle keep-alive connections
   (`timeout_keep_alive`) but never one that sent a partial request line or partial
@@ -18,35 +21,58 @@ import asyncio
 import functools
 import json
 import re
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import h11
+from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from turnbon_graph.errors import ConfigurationError, TurnBoNError
+from turnbon_graph.errors import ConfigurationError, RequestFieldError, TurnBoNError
+from turnbon_graph.request_text import check_utf8
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
     from turnbon_graph.serve.config import ServeConfig
 
-__all__ = ["PROTOCOLS", "BodyError", "guarded_protocol", "json_depth", "read_json_body"]
+__all__ = [
+    "PROTOCOLS",
+    "BodyError",
+    "ClientLeft",
+    "guarded_protocol",
+    "in_proportion",
+    "json_depth",
+    "read_json_body",
+]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class BodyError(TurnBoNError):
-    """A request body the server refuses: `status` 413 (too large) or 400 (not JSON,
-    nested too deep), `code` for OpenAI's error shape."""
+    """A request body the server refuses: `status` 413 (too large), 408 (too slow) or 400
+    (not JSON, nested too deep, not valid UTF-8 text), `code` and `param` for OpenAI's
+    error shape."""
 
-    def __init__(self, status: int, message: str, code: str) -> None:
+    def __init__(self, status: int, message: str, code: str, param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.param = param
+
+
+class ClientLeft(TurnBoNError):
+    """The client closed its connection before its request body was complete: nothing
+    to answer, and nothing wrong with the server (the app logs a line)."""
 
 
 async def read_json_body(request: Request, config: ServeConfig) -> Any:
     """The request's JSON body, read at most `config.max_body_bytes` into memory and
-    nested at most `config.max_json_depth` deep; else a `BodyError`."""
+    nested at most `config.max_json_depth` deep; else a `BodyError` (a `ClientLeft` if
+    the client goes first). Its size is kept for `in_proportion`."""
     limit = config.max_body_bytes
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
@@ -67,15 +93,32 @@ async def read_json_body(request: Request, config: ServeConfig) -> Any:
             "(--body-timeout)",
             "request_timeout",
         ) from None
+    except ClientDisconnect:
+        of = f" of the {int(declared):,}" if declared.isdigit() else ""
+        raise ClientLeft(f"the client left after {size:,}{of} bytes of its body") from None
     raw = b"".join(parts)
-    if len(raw) > _ON_THE_LOOP:  # scanning and parsing megabytes takes a while
-        return await asyncio.to_thread(_parse, raw, config.max_json_depth)
-    return _parse(raw, config.max_json_depth)
+    _BODY_BYTES.set(len(raw))
+    return await in_proportion(_parse, raw, config.max_json_depth)
 
 
 _ON_THE_LOOP = 64 * 1024
-"""Bodies up to this size are parsed on the event loop (in about a millisecond at most);
-larger ones on a thread, so that other requests are not held up."""
+"""Work for a body up to this size runs on the event loop (about a millisecond at most,
+less than a thread hop costs); for a larger one on a thread, so that other requests are
+not held up."""
+
+_BODY_BYTES: ContextVar[int] = ContextVar("turnbon_body_bytes", default=0)
+"""The size of the body the current request sent (each request is a task of its own,
+with a context of its own)."""
+
+
+async def in_proportion(work: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """`work(*args, **kwargs)`, whose time grows with the body of the request being
+    answered (`read_json_body` read it): on a thread when that body is over 64 KiB, so
+    that the event loop goes on serving other requests (`/health` among them) while a
+    large one is parsed, checked, converted or answered; on the loop for a small one."""
+    if _BODY_BYTES.get() > _ON_THE_LOOP:
+        return await asyncio.to_thread(work, *args, **kwargs)
+    return work(*args, **kwargs)
 
 
 def _parse(raw: bytes, max_depth: int) -> Any:
@@ -84,9 +127,21 @@ def _parse(raw: bytes, max_depth: int) -> Any:
             400, f"the request body is nested deeper than {max_depth} levels", "nested_too_deep"
         )
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise BodyError(
+            400,
+            f"the request body is not valid UTF-8 text (at byte {exc.start:,}): send JSON as UTF-8",
+            "invalid_utf8",
+        ) from None
     except (ValueError, RecursionError):
         raise BodyError(400, "the request body is not valid JSON", "invalid_json") from None
+    if isinstance(body, Mapping):  # (an endpoint refuses any other body, quoting none of it)
+        try:
+            check_utf8(body)
+        except RequestFieldError as exc:
+            raise BodyError(400, str(exc), "invalid_request", exc.param) from None
+    return body
 
 
 def _too_large(limit: int) -> BodyError:

@@ -23,6 +23,7 @@ from turnbon_graph.openai_responses import (
     response_body,
     response_events,
 )
+from turnbon_graph.serve.limits import in_proportion
 from turnbon_graph.serve.state import keep, resolve
 
 if TYPE_CHECKING:
@@ -42,11 +43,11 @@ def responses_reader(
     async def read(body: Any) -> Reply:
         await load_litellm()  # its transformation reads the request (off the loop, once)
         resolved = await resolve(body, store)
-        request = parse_responses_request(resolved.body, model=config.model)
+        request = await in_proportion(parse_responses_request, resolved.body, model=config.model)
         name = request.chat.model or config.name
 
         async def whole(message: AIMessage) -> dict[str, Any]:
-            answered = response_body(message, request, model=name)
+            answered = await in_proportion(response_body, message, request, model=name)
             await keep(answered, resolved, store)
             return answered
 
