@@ -76,3 +76,22 @@ def test_past_the_age_limit_a_response_is_gone(make: Store) -> None:
     asyncio.run(store.put(response(2)))  # a write drops the expired for good
     assert kept(store, "resp_2")["resp_2"] is not None
     store.close()
+
+
+def test_stores_on_one_file_share_its_size_limit(tmp_path: Path) -> None:
+    """Two stores on one SQLite file, as two worker processes have: what one wrote
+    counts against the limit when the other writes."""
+    size = Encoded.of(response(1)).size
+    one, two = (
+        SqliteStore(tmp_path / "responses.db", max_bytes=2 * size + 10, max_age_s=60)
+        for _ in range(2)
+    )
+    asyncio.run(one.put(response(1)))
+    asyncio.run(one.put(response(2)))
+    asyncio.run(two.put(response(3)))
+    assert kept(one, "resp_1")["resp_1"] is None
+    assert kept(one, "resp_3")["resp_3"] == response(3)
+    assert asyncio.run(two.delete("resp_2"))
+    assert kept(one, "resp_2")["resp_2"] is None
+    one.close()
+    two.close()

@@ -37,15 +37,15 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_of_response ON items (response_id);
 CREATE INDEX IF NOT EXISTS responses_by_age ON responses (created);
+CREATE TABLE IF NOT EXISTS total (one INTEGER PRIMARY KEY CHECK (one = 1), size INTEGER);
+INSERT OR IGNORE INTO total SELECT 1, COALESCE(SUM(size), 0) FROM responses;
+CREATE TRIGGER IF NOT EXISTS counted_in AFTER INSERT ON responses
+    BEGIN UPDATE total SET size = size + NEW.size; END;
+CREATE TRIGGER IF NOT EXISTS counted_out AFTER DELETE ON responses
+    BEGIN UPDATE total SET size = size - OLD.size; END;
 """
-
-_OVER_SIZE = """
-DELETE FROM responses WHERE seq IN (
-    SELECT seq FROM (SELECT seq, SUM(size) OVER (ORDER BY seq DESC) AS kept FROM responses)
-    WHERE kept > ?
-)
-"""
-"""The oldest responses past the newest that fit in the size limit."""
+"""`total` keeps the responses' size as they come and go, so that a write need not add
+them all up to know whether the oldest must go."""
 
 
 class SqliteStore(ResponseStore):
@@ -88,7 +88,10 @@ class SqliteStore(ResponseStore):
                     "INSERT OR REPLACE INTO items (id, response_id, item) VALUES (?, ?, ?)",
                     [(item_id, encoded.id, item) for item_id, item in encoded.items.items()],
                 )
-                self._db.execute(_OVER_SIZE, (self.max_bytes,))
+                while self._db.execute("SELECT size FROM total").fetchone()[0] > self.max_bytes:
+                    self._db.execute(
+                        "DELETE FROM responses WHERE seq = (SELECT MIN(seq) FROM responses)"
+                    )
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
