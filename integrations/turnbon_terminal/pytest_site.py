@@ -75,15 +75,21 @@ def pytest_site(work_root: Path) -> Path:
                 copy = staging / source.relative_to(base)
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, copy)
-        _open_up(staging)
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not target.is_dir():  # another run made it meanwhile: use theirs
-                raise
+        publish(staging, target)
     finally:
         remove_tree(staging)
     return target
+
+
+def publish(staging: Path, target: Path) -> None:
+    """`staging`, made readable by everyone, renamed to `target`; when another run made
+    `target` meanwhile, theirs is kept (removing `staging` is the caller's)."""
+    _open_up(staging)
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if not target.is_dir():
+            raise
 
 
 def readable_copy(source: Path, target: Path) -> None:

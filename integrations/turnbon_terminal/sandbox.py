@@ -282,7 +282,7 @@ class Sandbox:
         self, argv: Sequence[str], cwd: Path, env: dict[str, str], fresh: Fresh | None
     ) -> tuple[list[str], dict[str, Any]]:
         """The argv and subprocess options that run `argv` in this episode's sandbox."""
-        identity = self._identity()
+        identity = {**self._identity(), "pass_fds": fresh.fds if fresh is not None else ()}
         if self.host.tools is None:
             return list(argv), {"cwd": cwd, "env": env, **identity}
         bwrap, nsenter, env_tool = self.host.tools
@@ -291,7 +291,7 @@ class Sandbox:
             return [bwrap, *layout.options(), "--", *argv], {"cwd": "/", "env": {}, **identity}
         session = await self._entered()
         command = session.enter(nsenter, env_tool, cwd, argv)
-        return command, {"cwd": "/", "env": env, "pass_fds": session.fds, **identity}
+        return command, {"cwd": "/", "env": env, **identity, "pass_fds": session.fds}
 
     async def run(
         self,

@@ -72,3 +72,5 @@ class Fresh:
     readonly: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     """Host folders of ours bound read-write (the verifier's report folder)."""
+    fds: tuple[int, ...] = ()
+    """Descriptors of ours the command inherits (the verifier's evidence pipe)."""

@@ -5,36 +5,45 @@ Before it runs, every process of the episode is killed (`Sandbox.kill_all`), so 
 the agent left running can touch what follows. The tests are then copied afresh to a
 folder of ours (read-only to the episode's user) and run, under bwrap, in a new sandbox
 that sees the working directory (at its own path, as `TASK_WORKDIR`), that copy, a copy
-of pytest, an empty HOME and a report folder of ours, with an empty /tmp, a clean
-environment, plugin autoloading off and no cache written.
+of pytest and its bytecode cache, an empty HOME and a report folder (both on the
+episode's own file system, so what the tests write counts against its storage), with an
+empty /tmp, a clean environment, plugin autoloading off and no cache written.
 
-The interpreter runs isolated (`python -I -B -c BOOTSTRAP`): no user site, no PYTHON*
-variables, neither the working directory nor the current one on sys.path, so nothing
-the agent wrote runs at start-up; the bootstrap puts the pytest copy first on sys.path.
-It is this process's own Python if the sandbox can run it, else a system Python.
+The interpreter runs isolated (`python -I -B -X pycache_prefix=OURS verifier_watch.py`):
+no user site, no PYTHON* variables, neither the working directory nor the current one on
+sys.path, no bytecode of the work folder read, so nothing the agent wrote runs at
+start-up. The watch (`turnbon_terminal.verifier_watch`) runs pytest and sends what it
+saw on a pipe of ours (`turnbon_terminal.tamper`). It is this process's own Python if
+the sandbox can run it, else a system Python.
 
-PASS needs exit code 0 and a JUnit XML report, written by pytest itself into the report
-folder, in which at least one test ran and every test passed, with counts that agree:
-a hook that ends the process early (`os._exit(0)`, at start-up, at import or at exit)
-leaves no such report.
+PASS needs exit code 0, pytest's `main` to have returned that code, and a JUnit XML
+report, written by pytest itself into the report folder, in which at least one test ran
+and every test passed, with counts that agree. Whatever else happens once the watch has
+started is the tests' (the deliverable's) doing: a FAIL with its reason. Only a verifier
+that could not start is an error (an `agent_error`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
 import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from turnbon_graph.bench.environment import Verdict
+from turnbon_terminal.bytecode import bytecode_cache
 from turnbon_terminal.envvars import SAFE_PATH
 from turnbon_terminal.junit import REPORT_CAP, ReportError, Tally, read_report, tally_of
 from turnbon_terminal.pytest_site import pytest_site, readable_copy
 from turnbon_terminal.result import signal_name
 from turnbon_terminal.sandbox import CommandResult, Fresh, Sandbox
+from turnbon_terminal.tamper import Scan, Watched, combined, read_watch, scan_workdir
 from turnbon_terminal.tasks import TerminalTask
 
 __all__ = [
@@ -53,17 +62,13 @@ OUTPUT_TAIL = 4000
 
 INI_NAME = ".turnbon-pytest.ini"
 REPORT_NAME = "junit.xml"
-
-BOOTSTRAP = (
-    "import sys; sys.path.insert(0, sys.argv.pop(1)); import pytest; "
-    "raise SystemExit(pytest.main())"
-)
-"""Run as `python -I -B -c BOOTSTRAP <pytest copy> <pytest args>`: with -I PYTHONPATH is
-ignored, so the copy's folder comes as the first argument."""
+WATCH = Path(__file__).with_name("verifier_watch.py")
+MIN_TEST_TIME_S = 1.0
+"""The tests get at least this long, however long the verifier's own set-up took."""
 
 _PROBE = "import sys; sys.path.insert(0, sys.argv.pop(1)); import pytest"
-_EXIT_ERRORS = {3: "internal error", 4: "usage error"}
-"""Exit codes that mean pytest itself could not run the tests: a verdict error."""
+_EXIT_MEANINGS = {3: "internal error", 4: "usage error"}
+"""pytest's exit codes for an error of its own (in the tests' run: the tests' doing)."""
 
 
 class VerifierUnavailableError(Exception):
@@ -77,12 +82,21 @@ class _Candidate:
     """Its installation, bound read-only when it is not below a system directory."""
 
 
+@dataclass(frozen=True)
+class _Runtime:
+    """What runs the tests: the interpreter, pytest's copy and the bytecode cache."""
+
+    candidate: _Candidate
+    site: Path
+    cache: Path
+
+
 class VerifierPython:
     """Finds, once, a Python that can run pytest in the verifier's sandbox."""
 
     def __init__(self, explicit: str | None = None) -> None:
         self._explicit = explicit
-        self._found: tuple[_Candidate, Path] | None = None
+        self._found: _Runtime | None = None
 
     def _candidates(self) -> list[_Candidate]:
         if self._explicit:
@@ -98,8 +112,9 @@ class VerifierPython:
                 found.append(_candidate(path))
         return found
 
-    async def resolve(self, sandbox: Sandbox) -> tuple[_Candidate, Path]:
-        """(interpreter, pytest's folder); raises VerifierUnavailableError."""
+    async def resolve(self, sandbox: Sandbox) -> _Runtime:
+        """The interpreter, pytest's folder and the bytecode cache; raises
+        VerifierUnavailableError."""
         if self._found is not None:
             return self._found
         site = await asyncio.to_thread(pytest_site, sandbox.host.work_root)
@@ -111,13 +126,16 @@ class VerifierPython:
                 sandbox,
                 candidate,
                 site,
-                _isolated(candidate, _PROBE, site),
+                [candidate.python, "-I", "-B", "-c", _PROBE, str(site)],
                 home=Path("/tmp"),
                 time_limit=30,
             )
             lines = probe.output.strip().splitlines()
             if probe.ok:
-                self._found = (candidate, site)
+                cache = await asyncio.to_thread(
+                    bytecode_cache, sandbox.host.work_root, candidate.python, site
+                )
+                self._found = _Runtime(candidate, site, cache)
                 return self._found
             problems.append(f"{candidate.python}: {lines[-1] if lines else probe.exit_code}")
         user = f"uid {sandbox.uid}" if sandbox.uid is not None else "the current user"
@@ -134,13 +152,6 @@ def _candidate(python: str) -> _Candidate:
     return _Candidate(python, None if system else real.parents[1])
 
 
-def _isolated(candidate: _Candidate, code: str, site: Path, *args: str) -> list[str]:
-    """`code` run by an interpreter that runs nothing of the agent's at start-up: -I is
-    no user site (no .pth or usercustomize from HOME), no PYTHON* variables and no
-    script or current directory on sys.path; -B writes no bytecode."""
-    return [candidate.python, "-I", "-B", "-c", code, str(site), *args]
-
-
 async def _in_fresh_sandbox(
     sandbox: Sandbox,
     candidate: _Candidate,
@@ -154,6 +165,7 @@ async def _in_fresh_sandbox(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     keep: int | None = None,
+    fds: tuple[int, ...] = (),
 ) -> CommandResult:
     prefix = (candidate.prefix,) if candidate.prefix is not None else ()
     return await sandbox.execute(
@@ -164,16 +176,18 @@ async def _in_fresh_sandbox(
         time_limit=time_limit,
         cwd=cwd,
         keep=keep,
-        fresh=Fresh(readonly=(*prefix, site, *readonly), writable=writable),
+        fresh=Fresh(readonly=(*prefix, site, *readonly), writable=writable, fds=fds),
     )
 
 
 @dataclass(frozen=True)
 class _Folder:
-    """The verifier's folder of ours: the tests (read-only), an empty HOME and the
-    report folder (both the episode user's), all made after the agent's processes died."""
+    """The verifier's folders, all made after the agent's processes died: the tests and
+    the watch (ours, read-only, on the host), an empty HOME and the report folder (the
+    episode user's, on the episode's own file system)."""
 
     tests: Path
+    watch: Path
     home: Path
     reports: Path
 
@@ -183,73 +197,151 @@ async def run_verifier(
 ) -> Verdict:
     """Ends the episode's processes, then runs the task's tests against the working
     directory in a fresh sandbox; never raises for a failure."""
+    deadline = time.monotonic() + time_limit
     if not await sandbox.kill_all():
         return Verdict(passed=False, error="processes of the episode survived being killed")
-    folder = await asyncio.to_thread(_fresh_tests, sandbox, task.tests_dir)
     try:
-        candidate, site = await python.resolve(sandbox)
+        runtime = await python.resolve(sandbox)
     except VerifierUnavailableError as exc:
         return Verdict(passed=False, error=str(exc))
-    tests, report = folder.tests, folder.reports / REPORT_NAME
+    try:
+        folder = await asyncio.to_thread(_fresh_folder, sandbox, task.tests_dir)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # The agent left its disk too full for the tests' HOME: its doing, not ours.
+        return Verdict(passed=False, reason=f"the episode's disk is full: {exc.strerror}")
+    scan = await asyncio.to_thread(scan_workdir, sandbox.workdir, task.environment_dir)
+    read_end, write_end = os.pipe()
+    try:
+        result = await _run_tests(
+            sandbox, task, runtime, folder, write_end, max(deadline - time.monotonic(), 0)
+        )
+        # Outside bwrap (sandbox="uid") something the tests started could still be writing.
+        await sandbox.kill_all()
+        watched = await asyncio.to_thread(read_watch, read_end)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    report = await asyncio.to_thread(read_report, folder.reports / REPORT_NAME)
+    verdict = verdict_of(result, report, watched)
+    if verdict.error is None:
+        verdict = _annotated(verdict, watched, scan, await sandbox.check_budget())
+    return verdict.model_copy(update={"tamper": combined(watched.tamper, scan.tamper)})
+
+
+async def _run_tests(
+    sandbox: Sandbox,
+    task: TerminalTask,
+    runtime: _Runtime,
+    folder: _Folder,
+    evidence: int,
+    time_left: float,
+) -> CommandResult:
+    """pytest under the watch, in the verifier's sandbox; `evidence`: the pipe's end the
+    watch writes to."""
+    tests, cache = folder.tests, str(runtime.cache)
     args = ["-q", "--tb=short", "--color=no", "-p", "no:cacheprovider", "-c", str(tests / INI_NAME)]
-    args += ["--rootdir", str(tests), "--import-mode=importlib", f"--junitxml={report}"]
-    result = await _in_fresh_sandbox(
+    args += ["--rootdir", str(tests), "--import-mode=importlib"]
+    args += [f"--junitxml={folder.reports / REPORT_NAME}", str(tests)]
+    setup = {"fd": evidence, "workdir": str(sandbox.workdir), "tests": str(tests)}
+    setup |= {"reports": str(folder.reports), "site": str(runtime.site)}
+    python = [runtime.candidate.python, "-I", "-B", "-X", f"pycache_prefix={cache}"]
+    watch = [str(folder.watch), str(runtime.site), json.dumps(setup)]
+    return await _in_fresh_sandbox(
         sandbox,
-        candidate,
-        site,
-        _isolated(candidate, BOOTSTRAP, site, *args, str(tests)),
+        runtime.candidate,
+        runtime.site,
+        [*python, *watch, *args],
         home=folder.home,
-        time_limit=time_limit,
-        readonly=(tests,),
+        time_limit=max(time_left, MIN_TEST_TIME_S),
+        readonly=(tests, folder.watch.parent, runtime.cache),
         writable=(folder.home, folder.reports),
-        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **task.verifier_env},
+        # Pythons the tests start read the same cache and write none.
+        env={
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONPYCACHEPREFIX": cache,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **task.verifier_env,
+        },
         cwd=tests,
         keep=64 * 1024,
+        fds=(evidence,),
     )
-    # Outside bwrap (sandbox="uid") something the tests started could still be writing.
-    await sandbox.kill_all()
-    return verdict_of(result, await asyncio.to_thread(read_report, report))
 
 
-def _fresh_tests(sandbox: Sandbox, source: Path) -> _Folder:
-    """A copy of the task's tests the agent never saw: made after its processes ended,
-    in a new folder of ours, read-only to the episode's user. Our own ini file: without
-    one pytest would look upwards from the tests for one."""
-    folder = Path(tempfile.mkdtemp(prefix="verify-", dir=sandbox.root))
-    tests = folder / "tests"
+def _annotated(verdict: Verdict, watched: Watched, scan: Scan, over: str | None) -> Verdict:
+    """The verdict on tests that ran, with what else went wrong: a budget the tests went
+    over (their doing, never a PASS), and the work folder's pipes, devices and unreadable
+    files (named when the tests failed)."""
+    reasons = [verdict.reason] if verdict.reason else []
+    if over:
+        # What the tests wrote (HOME, the report folder) filled the episode's storage, or
+        # they ran out of its memory.
+        reasons.insert(0, f"the tests went over the episode's budget: {over}")
+    refused = {entry.partition(" (")[0] for entry in watched.refused}
+    held = [s for s in scan.special if s.partition(" (")[0] not in refused]
+    if held and (over or not verdict.passed):
+        more = f" and {len(held) - 5} more" if len(held) > 5 else ""
+        reasons.append(f"the work folder holds {', '.join(held[:5])}{more}")
+    passed = verdict.passed and not over
+    return verdict.model_copy(update={"passed": passed, "reason": "; ".join(reasons) or None})
+
+
+def _fresh_folder(sandbox: Sandbox, source: Path) -> _Folder:
+    """A copy of the task's tests the agent never saw, in a new folder of ours, read-only
+    to the episode's user, with our own ini file (without one pytest would look upwards
+    from the tests) and the watch; HOME and the report folder on the episode's disk."""
+    ours = Path(tempfile.mkdtemp(prefix="verify-", dir=sandbox.root))
+    tests = ours / "tests"
     readable_copy(source, tests)
     ini = tests / INI_NAME
     ini.write_text("[pytest]\njunit_family = xunit2\n", encoding="utf-8")
     ini.chmod(0o644)
-    made = _Folder(tests, folder / "home", folder / "reports")
+    watch = ours / "watch" / WATCH.name
+    watch.parent.mkdir(mode=0o755)
+    shutil.copyfile(WATCH, watch)
+    watch.chmod(0o644)
+    ours.chmod(0o755)
+    theirs = Path(tempfile.mkdtemp(prefix="verify-", dir=sandbox.resources.root))
+    made = _Folder(tests, watch, theirs / "home", theirs / "reports")
     for writable in (made.home, made.reports):
         writable.mkdir(mode=0o700)
         sandbox.give(writable)
-    folder.chmod(0o755)
+    theirs.chmod(0o755)
     return made
 
 
-def verdict_of(result: CommandResult, report: bytes | None) -> Verdict:
-    """The verdict on pytest's run (`result`) and the JUnit XML report it left (None:
-    none). A verifier that could not run is an error; anything short of exit code 0
-    with a report of only passed tests is a FAIL, with a reason unless it is a plain
-    one (exit code 1 or 2, and a report that says which tests failed)."""
+def verdict_of(
+    result: CommandResult,
+    report: bytes | None,
+    watched: Watched | None = None,
+) -> Verdict:
+    """The verdict on pytest's run (`result`), the JUnit XML report it left (None: none)
+    and what the watch sent (None: nothing known of it). A verifier whose watch never
+    started is an error; anything short of exit code 0, returned by pytest, with a report
+    of only passed tests is a FAIL, with a reason unless it is a plain one (exit code 1
+    or 2, and a report that says which tests failed)."""
     output = result.render()[-OUTPUT_TAIL:]
     code = result.exit_code
-    if result.timed_out:
-        error = f"the verifier timed out after {result.timeout:g} s"
-        return Verdict(passed=False, output=output, error=error)
-    if result.flooded or code in _EXIT_ERRORS:
-        meaning = "its output passed the hard limit" if result.flooded else _EXIT_ERRORS[code]
-        error = f"pytest exited with code {code} ({meaning})"
-        return Verdict(passed=False, output=output, error=error)
+    if watched is not None and not watched.started:
+        how = f"timed out after {result.timeout:.1f} s" if result.timed_out else f"exit code {code}"
+        said = (result.output.strip().splitlines() or ["no output"])[-1][:300]
+        return Verdict(
+            passed=False, output=output, error=f"the tests never started ({how}): {said}"
+        )
+    opened = watched.refused if watched is not None else []
+    refused = f"; the verifier refused to open {', '.join(opened)}" if opened else ""
 
     def fail(reason: str) -> Verdict:
-        return Verdict(passed=False, output=output, reason=reason)
+        return Verdict(passed=False, output=output, reason=reason + refused)
 
-    # Any other ending (5: nothing collected; a signal; a code pytest never uses) is the
-    # test process ending as the code under test made it: the deliverable's doing, so a
-    # FAIL with its reason, not an error. Only the report tells what ran.
+    # From here on every ending is the test process ending as the code under test made
+    # it: a FAIL with its reason, never an error. Only the report tells what ran.
+    if result.timed_out:
+        return fail(f"the tests did not finish within {result.timeout:.1f} s")
+    if result.flooded:
+        return fail(f"the tests' output passed the hard limit ({result.hard_limit} bytes)")
     killer = signal_name(-code) if code < 0 else ""
     ended = f"killed by {killer}" if code < 0 else f"exit code {code}"
     if report is None:
@@ -259,14 +351,25 @@ def verdict_of(result: CommandResult, report: bytes | None) -> Verdict:
     try:
         tally = tally_of(report)
     except ReportError as exc:
+        if code in _EXIT_MEANINGS:  # pytest stopped mid-run: its report may not add up
+            return fail(f"pytest exited with code {code} ({_EXIT_MEANINGS[code]}); {exc}")
         return fail(f"{exc} ({ended})")
+    if code in _EXIT_MEANINGS:
+        return fail(
+            f"pytest exited with code {code} ({_EXIT_MEANINGS[code]}); the report says {tally}"
+        )
     if tally.total == 0:
         return fail(f"no test was collected ({ended})")
     unpassed = tally.failed or tally.errors
     if code == 0 and tally.passed == tally.total:
+        if watched is not None and watched.returned is None:
+            return fail("the test process ended before pytest returned (exit code 0)")
+        if watched is not None and watched.returned != 0:
+            return fail(f"pytest returned {watched.returned} but the test process exited 0")
         return Verdict(passed=True, output=output)
     if code in (1, 2) and unpassed:
-        return Verdict(passed=False, output=output)  # a plain failure: the report says so
+        # A plain failure: the report says so (and what the verifier refused, if anything).
+        return Verdict(passed=False, output=output, reason=refused[2:] or None)
     if code == 0 and not unpassed:
         return fail(f"the report says {tally}: a skipped or xfailed test is not a passed one")
     exited = f"was killed by {killer}" if code < 0 else f"exited {code}"

@@ -112,7 +112,7 @@ async def test_a_failing_setup_script_stops_the_start_and_cleans_up(tmp_path: Pa
     assert not {p for p in set(_episode_dirs()) - before if p.name.startswith("bad-setup-")}
 
 
-async def test_a_slow_verifier_comes_back_as_an_error_verdict(tmp_path: Path) -> None:
+async def test_slow_tests_come_back_as_a_fail_verdict(tmp_path: Path) -> None:
     test = """
         import time
 
@@ -126,8 +126,10 @@ async def test_a_slow_verifier_comes_back_as_an_error_verdict(tmp_path: Path) ->
         verdict = await episode.verify()
     finally:
         await episode.close()
-    assert not verdict.passed
-    assert verdict.error is not None and "verifier timed out after 3.6 s" in verdict.error
+    # The tests' own slowness (the deliverable's, as far as the verifier can tell): a FAIL
+    # within the task's time, never an error or the runner's timeout.
+    assert not verdict.passed and verdict.error is None
+    assert verdict.reason is not None and "the tests did not finish within" in verdict.reason
 
 
 async def test_the_verifier_has_no_secrets_and_ignores_planted_files(

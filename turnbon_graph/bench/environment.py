@@ -46,11 +46,18 @@ class Verdict(BaseModel):
     passed: bool
     output: str = ""
     error: str | None = None
-    """Set when the verifier itself could not run (timed out, crashed): an agent_error."""
+    """Set when the verifier itself could not run (it could not start the tests, its
+    sandbox failed): an agent_error. How the tests end is the deliverable's doing, never
+    an error."""
     reason: str | None = None
     """Why a verifier that ran gave no pass though its exit code might say otherwise (no
     structured report, one that contradicts the exit code, no test collected): kept in
     the episode's record."""
+    tamper: list[str] = Field(default_factory=list)
+    """Evidence that the deliverable meddled with its verification (pytest's hooks,
+    reports or modules, the report file, `os._exit`/`atexit`, bytecode), as the verifier
+    observed or found it; empty when it saw none. Evidence, not the verdict: kept in
+    the episode's record for the report and the judge."""
 
 
 @runtime_checkable
