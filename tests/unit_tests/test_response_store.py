@@ -95,3 +95,13 @@ def test_stores_on_one_file_share_its_size_limit(tmp_path: Path) -> None:
     assert kept(one, "resp_2")["resp_2"] is None
     one.close()
     two.close()
+
+
+def test_many_item_ids_are_looked_up_at_once(make: Store) -> None:
+    """More ids than one SQLite statement takes parameters (32,766): a body full of
+    item references is answered, not a server error."""
+    store = make(max_bytes=10**6, max_age_s=60)
+    asyncio.run(store.put(response(1)))
+    wanted = [f"msg_unknown_{n}" for n in range(40_000)] + ["msg_1"]
+    assert list(asyncio.run(store.items(wanted))) == ["msg_1"]
+    store.close()

@@ -20,6 +20,8 @@ from turnbon_graph.serve.store import Encoded, ResponseStore, StoredResponse
 __all__ = ["SqliteStore"]
 
 BUSY_TIMEOUT_S = 30.0
+ITEMS_A_QUERY = 500
+"""Item ids looked up by one query (SQLite bounds the parameters of a statement)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -106,17 +108,19 @@ class SqliteStore(ResponseStore):
         return None if row is None else Encoded.decode(row[0], row[1])
 
     def read_items(self, item_ids: list[str]) -> dict[str, str]:
-        if not item_ids:
-            return {}
-        marks = ", ".join("?" * len(item_ids))
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT items.id, items.item FROM items JOIN responses "
-                f"ON responses.id = items.response_id WHERE items.id IN ({marks}) "
-                "AND responses.created >= ?",
-                (*item_ids, self.oldest_kept()),
-            ).fetchall()
-        return {str(item_id): str(item) for item_id, item in rows}
+        found: dict[str, str] = {}
+        for start in range(0, len(item_ids), ITEMS_A_QUERY):
+            batch = item_ids[start : start + ITEMS_A_QUERY]
+            marks = ", ".join("?" * len(batch))
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT items.id, items.item FROM items JOIN responses "
+                    f"ON responses.id = items.response_id WHERE items.id IN ({marks}) "
+                    "AND responses.created >= ?",
+                    (*batch, self.oldest_kept()),
+                ).fetchall()
+            found.update((str(item_id), str(item)) for item_id, item in rows)
+        return found
 
     def remove(self, response_id: str) -> bool:
         with self._lock:
