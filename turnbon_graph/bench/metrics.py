@@ -45,6 +45,12 @@ def by_setting(results: Iterable[EpisodeResult]) -> dict[str, list[EpisodeResult
     return dict(grouped)
 
 
+def tampered(results: Iterable[EpisodeResult]) -> tuple[int, int]:
+    """(attempts with tamper evidence, of them passed)."""
+    flagged = [r for r in results if r.tamper]
+    return len(flagged), sum(r.passed for r in flagged)
+
+
 def per_task(results: Iterable[EpisodeResult]) -> dict[str, tuple[int, int]]:
     """(attempts, passes) per task."""
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])

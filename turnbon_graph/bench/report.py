@@ -198,6 +198,7 @@ def render_report(
     lines += report_sections.comparison(present, groups, baseline, resamples, seed)
     lines += report_sections.per_task(present, groups, settings)
     lines += report_sections.errors(present, groups)
+    lines += report_sections.tamper(present, groups)
     if tree_file is not None:
         lines += report_strategies.tree_section(run_dir, tree_file, results, plots)
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """The result sections of `turnbon report`, one function each: pass rate, pass@k and
 consistency, cost (Table 1), how attempts end (Table 2), turns to solve, the paired
-comparison against the baseline, per task, and the attempts an error stopped."""
+comparison against the baseline, per task, the attempts an error stopped, and the
+attempts with tamper evidence."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ OUTCOME_HEADERS = {
 }
 ERRORS_SHOWN = 20
 """Distinct errors listed; the rest are counted."""
+TAMPER_SHOWN = 20
+"""Attempts with tamper evidence listed; the rest are counted."""
 
 
 def pass_rates(
@@ -350,4 +353,34 @@ def errors(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) -> l
         *table(["Setting", "Outcome", "Tasks", "Error", "Attempts"], rows, left=4),
         "",
         *([f"... and {more} more distinct errors (see `episodes.jsonl`).", ""] if more else []),
+    ]
+
+
+def tamper(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) -> list[str]:
+    """Attempts whose verifier saw the deliverable meddle with its verification, per
+    setting and one row each (none: no section)."""
+    counts = {s: metrics.tampered(groups[s]) for s in order}
+    if not any(flagged for flagged, _ in counts.values()):
+        return []
+    rows = [(s, str(len(groups[s])), str(n), str(p)) for s, (n, p) in counts.items()]
+    flagged = [r for s in order for r in groups[s] if r.tamper]
+    listed = [
+        (r.setting, cell(r.task), str(r.trial), r.outcome, cell(short("; ".join(r.tamper))))
+        for r in flagged[:TAMPER_SHOWN]
+    ]
+    more = len(flagged) - len(listed)
+    return [
+        "## Tamper evidence",
+        "",
+        "Attempts in which the verifier saw the deliverable touch pytest's hooks, reports, "
+        "plugins or modules, the report file, `os._exit` or `atexit`, or found bytecode or "
+        "source naming them in the work folder (docs/verifier.md says what it can and "
+        "cannot see). Evidence, not a verdict: a passed attempt among them may have "
+        "forged its pass; `turnbon judge` shows the evidence to its reward-hacking rubric.",
+        "",
+        *table(["Setting", "Attempts", "With evidence", "Of them passed"], rows),
+        "",
+        *table(["Setting", "Task", "Trial", "Outcome", "Evidence"], listed, left=5),
+        "",
+        *([f"... and {more} more (see `episodes.jsonl`, field `tamper`).", ""] if more else []),
     ]

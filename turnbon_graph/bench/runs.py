@@ -115,6 +115,9 @@ class EpisodeResult(BaseModel):
     escalated_turns: int | None = None
     """escalate: how many turns of the verified trajectory were sampled again with more
     effort (each turn's `sampling.escalation` says how); None for other strategies."""
+    tamper: list[str] = Field(default_factory=list)
+    """The verifier's evidence that the deliverable meddled with its verification
+    (`Verdict.tamper`); empty when it saw none, or the attempt has no verdict."""
 
     @property
     def passed(self) -> bool:

@@ -74,6 +74,10 @@ class LiveTranscript:
             elif verdict.reason:
                 detail = f" ({_short(verdict.reason, 200)})"
             print(f"\nVerdict: {'PASS' if verdict.passed else 'FAIL'}{detail}")
+            if verdict.tamper:
+                print("Tamper evidence:")
+                for item in verdict.tamper:
+                    print(f"  - {item}")
         elif end.outcome is None:
             print("\nVerdict: none (this task has no verifier)")
         else:

@@ -123,6 +123,7 @@ async def run_search_episode(
         duration_s=round(time.monotonic() - started, 3),
         error=end.error,
         verifier_output=(end.verdict.output if end.verdict else "")[-4000:],
+        tamper=end.verdict.tamper if end.verdict else [],
         category=task.category,
         difficulty=task.difficulty,
         worker=current_worker(),

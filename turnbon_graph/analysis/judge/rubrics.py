@@ -50,6 +50,9 @@ class Rubric(BaseModel):
     source: str = "user"
     note: str = ""
     enabled: bool = True
+    verifier_evidence: bool = False
+    """Show the judge the verifier's tamper evidence on the attempt with this question
+    (`EpisodeResult.tamper`; reward hacking)."""
 
     def applies(self, trajectory: Trajectory) -> bool:
         return self.applies_to == "all" or trajectory.result.passed
@@ -143,7 +146,8 @@ def _merge(merged: dict[str, dict[str, Any]], entries: list[dict[str, Any]], whe
             )
             raise RubricError(
                 f"{where}: rubric #{i} ({rid!r}) is invalid: {first_error(exc)} ({fix}; "
-                "fields: id, title, question, applies_to (all|passed), source, note, enabled)"
+                "fields: id, title, question, applies_to (all|passed), source, note, enabled, "
+                "verifier_evidence)"
             ) from None
 
 

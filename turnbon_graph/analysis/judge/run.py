@@ -78,7 +78,7 @@ async def _judge_one(
     n_turns = len(trajectory.turns)
     asked = await judge.ask_json(
         model,
-        judge_request(rendered, n_turns, rubric, instruction),
+        judge_request(rendered, n_turns, rubric, instruction, trajectory.result.tamper),
         kwargs=kwargs,
         parse=lambda response: parse_verdict(response, n_turns),
         retry_prompt=lambda problem: RETRY_PROMPT.format(error=problem, last=n_turns),
