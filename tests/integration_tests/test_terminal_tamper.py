@@ -115,6 +115,13 @@ ROUTES: dict[str, tuple[str, int, str, bool]] = {
         "__eq__",
         True,
     ),
+    "bytecode written": (
+        'import py_compile\n\npy_compile.compile(__file__, cfile="/tmp/answer.pyc")\n\n\n'
+        "def answer():\n    return 42\n",
+        42,
+        "bytecode was written by answer.py",
+        True,
+    ),
     "a patched Path.read_text": (
         'import pathlib\n\npathlib.Path.read_text = lambda self, *a, **k: "42"\n\n\n'
         "def answer():\n    return 42\n",

@@ -102,7 +102,14 @@ def write_bytes(path: str, encoded: str) -> str:
     return f'mkdir -p "$(dirname {path})"; echo {encoded} | base64 -d > {path}\n'
 
 
-@pytest.mark.parametrize("where", ["__pycache__ beside helper.py", "a lone helper.pyc"])
+BYTECODE = {
+    "__pycache__ beside helper.py": "bytecode with an unchecked hash",
+    "a lone helper.pyc": "bytecode outside __pycache__",
+}
+"""Where the forged bytecode goes, and the evidence the verifier records of it."""
+
+
+@pytest.mark.parametrize("where", list(BYTECODE))
 def test_bytecode_in_the_work_folder_never_runs_in_the_verifier(
     where: str,
     stub: StubServer,
@@ -121,6 +128,7 @@ def test_bytecode_in_the_work_folder_never_runs_in_the_verifier(
     # Before: PASS, the bytecode ran while the source said it does not know.
     assert "Verdict: FAIL" in out and code == 1, out
     assert "verifier error" not in verdict_line(out), out
+    assert f"Tamper evidence:\n  - {BYTECODE[where]}" in out, out
 
 
 def test_the_honest_helper_with_its_own_bytecode_still_passes(
@@ -134,6 +142,7 @@ def test_the_honest_helper_with_its_own_bytecode_still_passes(
     code, out = turnbon_run(folder, stub, commands, capsys)
     assert "helper.cpython-" in out, out
     assert "Verdict: PASS" in out and code == 0, out
+    assert "Tamper evidence" not in out, out  # a cache Python wrote for its source
 
 
 # ------------------------------------------------- the deliverable's endings
