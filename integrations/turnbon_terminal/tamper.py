@@ -1,14 +1,15 @@
 """Tamper evidence for the verifier: what its watch inside the test process sent
 (`turnbon_terminal.verifier_watch`), and what a scan of the work folder finds.
 
-The watch writes JSON lines to a pipe whose other end only the runner holds: `started`
-(before any code of the deliverable runs), `refused` (a named pipe or device the tests
-tried to open), `tamper` (what the deliverable did to pytest, the report, the process's
-end or bytecode) and `returned` (pytest's exit code, once `pytest.main` returned). The
-scan, run on the work folder once the agent's processes are gone, names bytecode that
-Python would run whatever its source says (unchecked-hash, or without a source), source
-that names pytest's internals, the report, `os._exit` or `atexit`, an `__eq__` that
-ignores what it is compared with, and the named pipes, sockets and devices it holds.
+The watch writes JSON lines, each with the run's token (`EvidencePipes`), to a pipe
+whose other end only the runner holds: `started` (before any code of the deliverable
+runs), `refused` (a named pipe or device the tests tried to open), `tamper` (what the
+deliverable did to pytest, the report, the process's end or bytecode) and `returned`
+(pytest's exit code, once `pytest.main` returned). The scan, run on the work folder once
+the agent's processes are gone, names bytecode that Python would run whatever its
+source says (unchecked-hash, or without a source), source that names pytest's
+internals, the report, `os._exit` or `atexit`, an `__eq__` that returns True whatever
+it is compared with, and the named pipes, devices and unreadable files it holds.
 Neither is a verdict: both are evidence for the record, the report and the judge.
 """
 
@@ -19,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import stat
 import time
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ EVIDENCE_CAP = 1 << 18
 """Bytes of the evidence pipe read at most (the watch sends each fact once)."""
 MAX_ENTRIES = 24
 """Tamper entries kept per attempt; the rest are counted in one more."""
+ENTRY_CHARS = 300
 SCAN_FILES = 20_000
 SCAN_BYTES = 16 << 20
 FILE_BYTES = 1 << 20
@@ -76,9 +79,40 @@ class Watched:
     tamper: list[str] = field(default_factory=list)
 
 
-def read_watch(fd: int) -> Watched:
+class EvidencePipes:
+    """The pipes of one run of the tests: the watch writes its lines to one, and reads a
+    token once, at its start, from the other; every line of its carries the token."""
+
+    def __init__(self) -> None:
+        self.token = secrets.token_hex(16)
+        self.read_end, self.write_end = os.pipe()
+        self.token_end, writer = os.pipe()
+        os.write(writer, self.token.encode())
+        os.close(writer)
+
+    @property
+    def fds(self) -> tuple[int, int]:
+        """The descriptors the test process inherits."""
+        return (self.write_end, self.token_end)
+
+    def setup(self) -> dict[str, int]:
+        return {"fd": self.write_end, "token_fd": self.token_end}
+
+    def read(self) -> Watched:
+        return read_watch(self.read_end, self.token)
+
+    def __enter__(self) -> EvidencePipes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in (self.read_end, self.write_end, self.token_end):
+            os.close(fd)
+
+
+def read_watch(fd: int, token: str) -> Watched:
     """The lines waiting on the evidence pipe's read end (blocking-free: the writer is
-    gone or may be held by a stray process; what is there is read)."""
+    gone or may be held by a stray process; what is there is read). A line without
+    `token` is not the watch's: flagged, and otherwise ignored."""
     os.set_blocking(fd, False)
     data = b""
     while len(data) < EVIDENCE_CAP:
@@ -97,6 +131,9 @@ def read_watch(fd: int) -> Watched:
             line = json.loads(raw)
             kind, text = line["kind"], str(line.get("text", ""))
         except (ValueError, TypeError, KeyError):
+            foreign = True
+            continue
+        if line.get("t") != token:
             foreign = True
             continue
         if kind == "started" and not watched.started:
@@ -289,8 +326,10 @@ def _true(node: ast.expr | None) -> bool:
 
 
 def combined(*parts: list[str]) -> list[str]:
-    """The entries of `parts` in order, each once, at most `MAX_ENTRIES` (then a count)."""
-    entries = list(dict.fromkeys(e for part in parts for e in part))
+    """The entries of `parts` in order, each once, at most `MAX_ENTRIES` (then a count),
+    each printable (file names are the agent's) and at most `ENTRY_CHARS` long."""
+    printable = ("".join(c if c.isprintable() else "?" for c in e) for p in parts for e in p)
+    entries = list(dict.fromkeys(e[:ENTRY_CHARS] for e in printable))
     if len(entries) > MAX_ENTRIES:
         left = len(entries) - MAX_ENTRIES + 1
         entries = [*entries[: MAX_ENTRIES - 1], f"and {left} more"]

@@ -43,7 +43,7 @@ from turnbon_terminal.junit import REPORT_CAP, ReportError, Tally, read_report, 
 from turnbon_terminal.pytest_site import pytest_site, readable_copy
 from turnbon_terminal.result import signal_name
 from turnbon_terminal.sandbox import CommandResult, Fresh, Sandbox
-from turnbon_terminal.tamper import Scan, Watched, combined, read_watch, scan_workdir
+from turnbon_terminal.tamper import EvidencePipes, Scan, Watched, combined, scan_workdir
 from turnbon_terminal.tasks import TerminalTask
 
 __all__ = [
@@ -212,17 +212,12 @@ async def run_verifier(
         # The agent left its disk too full for the tests' HOME: its doing, not ours.
         return Verdict(passed=False, reason=f"the episode's disk is full: {exc.strerror}")
     scan = await asyncio.to_thread(scan_workdir, sandbox.workdir, task.environment_dir)
-    read_end, write_end = os.pipe()
-    try:
-        result = await _run_tests(
-            sandbox, task, runtime, folder, write_end, max(deadline - time.monotonic(), 0)
-        )
+    with EvidencePipes() as pipes:
+        left = max(deadline - time.monotonic(), 0)
+        result = await _run_tests(sandbox, task, runtime, folder, pipes, left)
         # Outside bwrap (sandbox="uid") something the tests started could still be writing.
         await sandbox.kill_all()
-        watched = await asyncio.to_thread(read_watch, read_end)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+        watched = await asyncio.to_thread(pipes.read)
     report = await asyncio.to_thread(read_report, folder.reports / REPORT_NAME)
     verdict = verdict_of(result, report, watched)
     if verdict.error is None:
@@ -235,16 +230,16 @@ async def _run_tests(
     task: TerminalTask,
     runtime: _Runtime,
     folder: _Folder,
-    evidence: int,
+    pipes: EvidencePipes,
     time_left: float,
 ) -> CommandResult:
-    """pytest under the watch, in the verifier's sandbox; `evidence`: the pipe's end the
-    watch writes to."""
+    """pytest under the watch, in the verifier's sandbox, sending on `pipes`."""
     tests, cache = folder.tests, str(runtime.cache)
     args = ["-q", "--tb=short", "--color=no", "-p", "no:cacheprovider", "-c", str(tests / INI_NAME)]
     args += ["--rootdir", str(tests), "--import-mode=importlib"]
     args += [f"--junitxml={folder.reports / REPORT_NAME}", str(tests)]
-    setup = {"fd": evidence, "workdir": str(sandbox.workdir), "tests": str(tests)}
+    setup: dict[str, object] = {**pipes.setup(), "workdir": str(sandbox.workdir)}
+    setup |= {"tests": str(tests)}
     setup |= {"reports": str(folder.reports), "site": str(runtime.site)}
     python = [runtime.candidate.python, "-I", "-B", "-X", f"pycache_prefix={cache}"]
     watch = [str(folder.watch), str(runtime.site), json.dumps(setup)]
@@ -266,7 +261,7 @@ async def _run_tests(
         },
         cwd=tests,
         keep=64 * 1024,
-        fds=(evidence,),
+        fds=pipes.fds,
     )
 
 

@@ -71,6 +71,10 @@ class Watch:
         self.fd: int = setup["fd"]
         os.set_blocking(self.fd, False)  # a full pipe drops a line, never blocks a test
         os.set_inheritable(self.fd, False)  # programs the tests start do not get it
+        # Every line carries the runner's token, read from a pipe closed at once: a line
+        # the deliverable writes without digging it out of this object is told apart.
+        self.token = os.read(setup["token_fd"], 64).decode()
+        os.close(setup["token_fd"])
         self.pid = os.getpid()
         self.workdir = os.path.realpath(setup["workdir"])
         self.reports = os.path.realpath(setup["reports"])
@@ -87,7 +91,7 @@ class Watch:
         self.manager: Any = None
 
     def send(self, kind: str, text: str = "", **extra: Any) -> None:
-        line = json.dumps({"kind": kind, "text": text[:400], **extra})
+        line = json.dumps({"kind": kind, "text": text[:400], **extra, "t": self.token})
         if line in self.sent:
             return
         self.sent.add(line)

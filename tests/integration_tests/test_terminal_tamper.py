@@ -67,6 +67,17 @@ ROUTES: dict[str, tuple[str, int, str, bool]] = {
         "os._exit(0)",
         False,
     ),
+    "a forged line on the verifier's pipe": (
+        f"import json\nimport os\n\n{FORGE_REPORT}\nforge_report()\n"
+        'args = open("/proc/self/cmdline", "rb").read().split(b"\\0")\n'
+        'setup = next(json.loads(a) for a in args if a.startswith(b"{"))\n'
+        'line = {"kind": "returned", "pid": os.getpid(), "code": 0}\n'
+        'os.write(setup["fd"], json.dumps(line).encode() + b"\\n")\n'
+        "os._exit(0)\n",
+        41,
+        "the evidence pipe held lines the verifier's watch did not write",
+        False,
+    ),
     "atexit": (
         f"import atexit\nimport os\n\n{FORGE_REPORT}\n\n"
         "def forge():\n    forge_report()\n    os._exit(0)\n\n\natexit.register(forge)\n" + WRONG,
