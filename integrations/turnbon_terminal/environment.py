@@ -231,6 +231,8 @@ class TerminalEnvironment:
                         f"setup.sh of task {task.id} failed, so the episode cannot start; "
                         f"fix the script (its output ends: {result.render()[-1500:]})"
                     )
+            if terminal_task.has_verifier:
+                await self._python.prepare(sandbox)  # once per environment
         except BaseException:
             await sandbox.close()
             raise

@@ -26,6 +26,7 @@ that could not start is an error (an `agent_error`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
@@ -145,6 +146,13 @@ class VerifierPython:
             "or pass verifier_python= to TerminalEnvironment"
         )
 
+    async def prepare(self, sandbox: Sandbox) -> None:
+        """Resolves now (at an episode's start), so that no verification's time goes to
+        finding the Python and filling the bytecode cache; a failure is left for the
+        verification to report."""
+        with contextlib.suppress(VerifierUnavailableError):
+            await self.resolve(sandbox)
+
 
 def _candidate(python: str) -> _Candidate:
     real = Path(os.path.realpath(python))
@@ -220,6 +228,11 @@ async def run_verifier(
         watched = await asyncio.to_thread(pipes.read)
     report = await asyncio.to_thread(read_report, folder.reports / REPORT_NAME)
     verdict = verdict_of(result, report, watched)
+    if result.timed_out and result.timeout < time_limit / 2:
+        # Our own set-up (finding a Python, filling the bytecode cache on a busy
+        # machine) took most of the time: not the tests' slowness.
+        error = f"the verifier's set-up left the tests {result.timeout:.1f} of {time_limit:.1f} s"
+        verdict = verdict.model_copy(update={"error": error, "reason": None})
     if verdict.error is None:
         verdict = _annotated(verdict, watched, scan, await sandbox.check_budget())
     return verdict.model_copy(update={"tamper": combined(watched.tamper, scan.tamper)})

@@ -18,6 +18,7 @@ import pytest
 
 from tests.helpers import runs_once
 from tests.integration_tests.test_terminal_environment import spec, write_task
+from tests.integration_tests.test_terminal_sandbox import shared_tmp  # noqa: F401 (a fixture)
 from tests.integration_tests.test_terminal_verdict import TASK, TESTS, answer, plant
 from turnbon_graph.bench.episode import verdict_outcome
 from turnbon_graph.bench.runs import EPISODES_FILE, read_episodes
@@ -326,3 +327,20 @@ def test_a_clean_report_passes_only_when_pytest_returned_0(
     assert verdict.passed == (reason is None) and verdict.reason == reason
     assert verdict.error is None
     assert verdict_outcome(verdict)[0] == ("pass" if reason is None else "wrong_submission")
+
+
+async def test_the_verifiers_python_and_cache_are_ready_when_the_first_episode_starts(
+    shared_tmp: Path,  # noqa: F811 (the fixture imported above)
+) -> None:
+    # So that no verification's own time goes to them (a short verifier timeout on a
+    # cold work root would otherwise be spent filling the cache).
+    write_task(shared_tmp / "tasks", TASK, TESTS)
+    env = TerminalEnvironment(shared_tmp / "tasks", work_root=shared_tmp / "root")
+    run = await env.start(spec(env, TASK), 0)
+    try:
+        caches = list((shared_tmp / "root").glob("pycache-*"))
+        assert len(caches) == 1 and any(caches[0].rglob("*.pyc")), caches
+        assert (await run.run(answer(42))).ok
+        assert (await run.verify()).passed
+    finally:
+        await run.close()
