@@ -249,7 +249,7 @@ GREEDY = textwrap.dedent("""\
 
     def answer():
         chunk = b"x" * (1 << 20)
-        with open(os.path.join(os.environ["HOME"], "big"), "wb") as handle:
+        with open(os.path.join(WHERE, "big"), "wb") as handle:
             for _ in range(301):
                 try:
                     handle.write(chunk)
@@ -258,6 +258,12 @@ GREEDY = textwrap.dedent("""\
                     break
         return 42
 """)
+"""A deliverable that writes 301 MB into `WHERE` while the tests run, and answers."""
+WRITTEN = {
+    "HOME": ('os.environ["HOME"]', "storage_mb = 64\n", "storage_mb = 64"),
+    "/tmp": ('"/tmp"', "memory_mb = 128\n", "memory_mb = 128"),
+}
+"""Where it writes, the budget it is given, and what the reason names."""
 
 
 def host_bytes(folder: Path) -> int:
@@ -271,23 +277,28 @@ def host_bytes(folder: Path) -> int:
     return total
 
 
-@pytest.mark.skipif(not ROOT, reason="storage budgets are enforced as root only")
-async def test_what_the_tests_write_counts_against_the_episodes_storage(tmp_path: Path) -> None:
+@pytest.mark.skipif(not ROOT, reason="budgets are enforced as root only")
+@pytest.mark.parametrize("where", list(WRITTEN))
+async def test_what_the_tests_write_counts_against_the_episodes_budget(
+    where: str, tmp_path: Path
+) -> None:
+    target, budget, named = WRITTEN[where]
     folder = write_task(tmp_path, TASK, TESTS, verifier_timeout=60)
     toml = folder / "task.toml"
-    toml.write_text(toml.read_text() + "\n[environment]\nstorage_mb = 64\n")
+    toml.write_text(toml.read_text() + f"\n[environment]\n{budget}")
     env = TerminalEnvironment(tmp_path)
     run = await env.start(spec(env, TASK), 0)
     try:
-        assert (await run.run(answer(42, GREEDY))).ok
+        assert (await run.run(answer(42, GREEDY.replace("WHERE", target)))).ok
         verdict = await run.verify()
         held = host_bytes(run.sandbox.root)
     finally:
         await run.close()
-    # Before: PASS, and 301 MB of the verifier's HOME on the host's disk.
+    # Before: HOME's 301 MB on the host's disk and a PASS; /tmp's a FAIL without the why.
     assert held < 80 * MIB, f"{held // MIB} MiB reached the host's disk"
     assert not verdict.passed and verdict.error is None, verdict
-    assert verdict.reason is not None and "storage_mb = 64" in verdict.reason, verdict
+    assert verdict.reason is not None and named in verdict.reason, verdict
+    assert verdict.reason.startswith("the tests went over the episode's budget: ")
 
 
 # ------------------------------------------------- the taxonomy, case by case
