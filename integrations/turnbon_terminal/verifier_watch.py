@@ -55,9 +55,11 @@ STDLIB = ("builtins", "os", "posixpath", "io", "pathlib", "json", "subprocess", 
 """Standard modules the tests' checks lean on: a function or class of theirs replaced by
 the deliverable's code is recorded."""
 WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-LIBRARY = os.path.dirname(os.path.realpath(os.__file__)) + "/"
-"""The interpreter's own library (its site-packages aside)."""
+LIBRARY = tuple({os.path.dirname(p) + "/" for p in (os.__file__, os.path.realpath(os.__file__))})
+"""The interpreter's own library (its site-packages aside), as code names it."""
 HERE = os.path.realpath(__file__)
+OURS = {__file__, HERE}
+"""This file, as code names it."""
 
 
 def inside(path: str, folder: str) -> bool:
@@ -128,7 +130,7 @@ class Watch:
         other frame is pytest's, the tests' or a library's."""
         while frame is not None:
             name = frame.f_code.co_filename
-            if not (name.startswith("<frozen ") or name == HERE or _library(name)):
+            if not (name.startswith("<frozen ") or name in OURS or _library(name)):
                 return f"{self.shown(name)}:{frame.f_lineno}" if self.untrusted(name) else None
             frame = frame.f_back
         return None
@@ -189,7 +191,7 @@ class Watch:
 
     def on_marshal(self, args: tuple[Any, ...]) -> None:
         frame: types.FrameType | None = sys._getframe()
-        while frame is not None and frame.f_code.co_filename == HERE:
+        while frame is not None and frame.f_code.co_filename in OURS:
             frame = frame.f_back
         if frame is not None and self.untrusted(frame.f_code.co_filename):
             where = f"{self.shown(frame.f_code.co_filename)}:{frame.f_lineno}"
