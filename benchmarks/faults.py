@@ -36,7 +36,8 @@ from turnbon_graph import (
     create_turnbon_graph,
     turn_record,
 )
-from turnbon_graph.client import LiteLLMClient, load_litellm
+from turnbon_graph._litellm.client import LiteLLMClient
+from turnbon_graph._litellm.loading import load_litellm
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

@@ -6,7 +6,7 @@ The server runs on a background thread (uvicorn, its own loop) with its own engi
 same configuration. Each round runs one turn each way, in alternating order, so drift on
 a shared machine hits both sides; the script reports the per-round ratio server /
 in-process (median and quartiles) and the extra milliseconds per turn: HTTP, JSON both
-ways and the translation of `openai_format`.
+ways and the translation of `turnbon_graph.openai`.
 
     python benchmarks/serve_overhead.py                  # N=4, 50 ms, 30 rounds
     python benchmarks/serve_overhead.py --latency 0 --rounds 60
@@ -31,7 +31,7 @@ from turn_latency import scripted  # benchmarks/ is on sys.path when run as a sc
 from turnbon_graph.config import turn_config
 from turnbon_graph.serve import BackgroundServer, ServeConfig
 from turnbon_graph.testing import StubServer
-from turnbon_graph.turn import TurnEngine, turn_record
+from turnbon_graph.turn.engine import TurnEngine, turn_record
 
 TASK = "Find the failing test and fix it."
 TOOLS = [

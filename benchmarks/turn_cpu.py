@@ -155,7 +155,7 @@ async def floor_arm(name: str, url: str) -> Turn:
     if name in ("litellm", "client"):
         import litellm
 
-        from turnbon_graph.client import LiteLLMClient
+        from turnbon_graph._litellm.client import LiteLLMClient
 
         keys = ("messages", "tools", "tool_choice", "response_format", "temperature")
         calls = [{k: b[k] for k in keys if k in b} for b in bodies]

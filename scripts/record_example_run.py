@@ -133,7 +133,7 @@ async def record(out: Path, task_count: int) -> None:
     from turnbon_graph.bench.runner import BenchConfig, run_benchmark
     from turnbon_graph.selectors import FirstSelector, RandomSelector, ScoringSelector
     from turnbon_graph.testing import StubServer
-    from turnbon_graph.turn import TurnEngine
+    from turnbon_graph.turn.engine import TurnEngine
     from turnbon_terminal import TerminalEnvironment
 
     environment = TerminalEnvironment()

@@ -12,8 +12,6 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, read_lines
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.generate import ModelPool
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,
@@ -21,7 +19,9 @@ from turnbon_graph.testing import (
     is_selector_request,
     tool_call,
 )
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn.candidates import Candidate
+from turnbon_graph.turn.engine import TurnEngine
+from turnbon_graph.turn.generator import ModelPool
 
 
 def candidate(index: int, command: str | None = None, *, text: str = "", **kw: Any) -> Candidate:

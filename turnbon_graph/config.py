@@ -13,16 +13,16 @@ a call sends.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict, TypeVar, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SecretStr,
     SkipValidation,
     ValidationError,
     field_serializer,
@@ -30,25 +30,23 @@ from pydantic import (
     model_validator,
 )
 
-from turnbon_graph.client import HEADER_KEYS, SECRET_KEYS, LiteLLMClient
+from turnbon_graph._secrets import hide_secrets
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import TraceSink
-from turnbon_graph.sampling import AdaptiveN, Budget, EarlyCommit
 from turnbon_graph.selectors.base import Selector
-from turnbon_graph.selectors.llm import LLMSelector
-from turnbon_graph.selectors.prompting import bind_selector
+from turnbon_graph.turn.sampling import AdaptiveN, Budget, EarlyCommit
 
 __all__ = [
     "CONNECTION_KEYS",
     "TurnConfig",
-    "call_client",
+    "TurnOptions",
     "configuration_error",
-    "hide_secrets",
     "option_values",
-    "resolve_selector",
-    "reveal_secrets",
+    "takes_turn_options",
     "turn_config",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 CONNECTION_KEYS = (
     "api_base",
@@ -231,7 +229,55 @@ class TurnConfig(BaseModel):
         return self
 
 
-def turn_config(config: TurnConfig | None = None, **options: Any) -> TurnConfig:
+class TurnOptions(TypedDict, total=False):
+    """`TurnConfig`'s fields as keyword arguments: what every door's `**options` takes, so
+    type checkers and editors know each option by name and type. It mirrors `TurnConfig`
+    field for field (a test holds the two equal); `TurnConfig` documents each one."""
+
+    n: int
+    selector: str | Selector | BaseChatModel | None
+    completion_kwargs: dict[str, Any] | None
+    selector_kwargs: dict[str, Any] | None
+    prompt: str | None
+    max_concurrency: int | None
+    rate_limit: float | None
+    timeout: float | None
+    max_retries: int
+    native_n: bool | Literal["auto"]
+    tool_calling: Literal["auto", "native", "prompted"]
+    seed: int | None
+    trace: TraceSink | str | Path | None
+    adaptive: AdaptiveN | None
+    early_commit: EarlyCommit | None
+    budget: Budget | None
+    dedupe: bool
+    router: Any
+    ignore_args: tuple[str, ...]
+
+
+def takes_turn_options(function: F) -> F:
+    """Shows `TurnConfig`'s fields in `function`'s signature in place of its
+    `**options: Unpack[TurnOptions]`, each with its type and default, so that `inspect`,
+    `help()` and the API reference list them as they list the other parameters."""
+    signature = inspect.signature(function)
+    kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    taken = {p.name for p in kept}
+    hints = TurnOptions.__annotations__  # as written: shown like the other parameters
+    options = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=field.get_default(call_default_factory=True),
+            annotation=getattr(hints[name], "__forward_arg__", hints[name]),
+        )
+        for name, field in TurnConfig.model_fields.items()
+        if name not in taken
+    ]
+    function.__signature__ = signature.replace(parameters=[*kept, *options])  # type: ignore[attr-defined]
+    return function
+
+
+def turn_config(config: TurnConfig | None = None, **options: Unpack[TurnOptions]) -> TurnConfig:
     """The configuration an entry point runs on: `config`, with any keyword `options`
     over it. Bad or unknown options raise `ConfigurationError`."""
     if config is not None and not isinstance(config, TurnConfig):
@@ -252,46 +298,6 @@ def option_values(config: TurnConfig) -> dict[str, Any]:
     return {name: getattr(config, name) for name in TurnConfig.model_fields}
 
 
-def call_client(config: TurnConfig) -> LiteLLMClient:
-    """The one client of a turn's calls (generator and selector): its limits bound them
-    all, and its `router` routes those that name a model group."""
-    return LiteLLMClient(
-        max_concurrency=config.max_concurrency,
-        rate_limit=config.rate_limit,
-        timeout=config.timeout,
-        max_retries=config.max_retries,
-        seed=config.seed,
-        router=config.router,
-    )
-
-
-def resolve_selector(
-    config: TurnConfig,
-    generator_model: str,
-    generator_kwargs: Mapping[str, Any],
-    client: LiteLLMClient,
-) -> Selector:
-    """The selector a turn runs. A model id becomes an `LLMSelector` on it; `None` an
-    `LLMSelector` on the generator's model that shares its endpoint (`CONNECTION_KEYS`
-    of `generator_kwargs`). A `Selector` instance that calls models is bound to
-    `client`, so the turn's limits bound it too, unless it was given a client of its own."""
-    selector = config.selector
-    if isinstance(selector, Selector):
-        bind_selector(selector, client)
-        return selector
-    if isinstance(selector, BaseChatModel):
-        return LLMSelector(selector, seed=config.seed)
-    if config.selector_kwargs is not None:
-        kwargs: dict[str, Any] | None = reveal_secrets(config.selector_kwargs)
-    elif selector is None:
-        kwargs = {k: v for k, v in generator_kwargs.items() if k in CONNECTION_KEYS}
-    else:
-        kwargs = None
-    return LLMSelector(
-        selector or generator_model, completion_kwargs=kwargs, client=client, seed=config.seed
-    )
-
-
 def configuration_error(exc: ValidationError) -> ConfigurationError:
     """A `ConfigurationError` that names each bad option, what it got and what is
     allowed. The values of `*_kwargs` are left out: they may hold a key."""
@@ -306,34 +312,6 @@ def configuration_error(exc: ValidationError) -> ConfigurationError:
             shown = "" if where.split(".")[0].endswith("_kwargs") else f", got {error['input']!r}"
             problems.append(f"{where} {error['msg'].replace('Input should', 'must')}{shown}")
     return ConfigurationError("; ".join(problems))
-
-
-def hide_secrets(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """`kwargs` with every secret (an API key, a header value) wrapped in `SecretStr`."""
-    hidden: dict[str, Any] = {}
-    for key, value in kwargs.items():
-        if key in SECRET_KEYS and isinstance(value, str):
-            hidden[key] = SecretStr(value)
-        elif key in HEADER_KEYS and isinstance(value, Mapping):
-            hidden[key] = {k: SecretStr(v) if isinstance(v, str) else v for k, v in value.items()}
-        else:
-            hidden[key] = value
-    return hidden
-
-
-def reveal_secrets(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings a call sends: every `SecretStr` of `hide_secrets` unwrapped."""
-    revealed: dict[str, Any] = {}
-    for key, value in kwargs.items():
-        if isinstance(value, SecretStr):
-            revealed[key] = value.get_secret_value()
-        elif key in HEADER_KEYS and isinstance(value, Mapping):
-            revealed[key] = {
-                k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in value.items()
-            }
-        else:
-            revealed[key] = value
-    return revealed
 
 
 OPTION_NAMES = ", ".join(TurnConfig.model_fields)

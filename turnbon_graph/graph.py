@@ -9,24 +9,24 @@ sync checkpointer such as `SqliteSaver` works too.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Hashable, Sequence
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired, Unpack
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.prebuilt.tool_node import TOOL_CALL_ERROR_TEMPLATE
 from typing_extensions import is_typeddict
 
-from turnbon_graph.config import TurnConfig
+from turnbon_graph._sync import run_sync
+from turnbon_graph.config import TurnConfig, TurnOptions, takes_turn_options
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.generate import ModelPool, ToolLike, to_openai_tools
-from turnbon_graph.records import RECORD_KEY
-from turnbon_graph.sync import run_sync
-from turnbon_graph.turn import EventSink, TurnEngine
-from turnbon_graph.turn_state import GeneratedTurn
+from turnbon_graph.openai.messages import ToolLike, to_openai_tools
+from turnbon_graph.turn.engine import EventSink, TurnEngine
+from turnbon_graph.turn.generator import ModelPool
+from turnbon_graph.turn.state import GeneratedTurn
+from turnbon_graph.turn.tool_errors import invalid_call_results, turns_since_human
 
 Tools = Sequence[ToolLike] | ToolNode
 ToolErrors = bool | str | Callable[..., str] | type[Exception] | tuple[type[Exception], ...]
@@ -45,6 +45,7 @@ class TurnBoNState(MessagesState):
     turnbon_pending: NotRequired[dict[str, Any] | None]
 
 
+@takes_turn_options
 def create_turnbon_graph(
     model: ModelPool,
     tools: Tools | None = None,
@@ -52,7 +53,7 @@ def create_turnbon_graph(
     execute_tools: bool = True,
     name: str = "turnbon",
     config: TurnConfig | None = None,
-    **options: Any,
+    **options: Unpack[TurnOptions],
 ) -> StateGraph[Any, Any, Any, Any]:
     """One Turn-BoN turn as a graph: `generate` -> `select` [-> `tools`].
 
@@ -87,6 +88,7 @@ def create_turnbon_graph(
     return builder
 
 
+@takes_turn_options
 def create_turnbon_agent(
     model: ModelPool,
     tools: Tools,
@@ -97,7 +99,7 @@ def create_turnbon_agent(
     context_schema: type[Any] | None = None,
     handle_tool_errors: ToolErrors | None = None,
     config: TurnConfig | None = None,
-    **options: Any,
+    **options: Unpack[TurnOptions],
 ) -> StateGraph[Any, Any, Any, Any]:
     """A whole tool-using agent with Turn-BoN at every turn.
 
@@ -180,40 +182,6 @@ def agent_graph(
     builder.add_conditional_edges("select", after_select, routes)
     builder.add_conditional_edges("tools", after_tools, {"generate": "generate", END: END})
     return builder
-
-
-def invalid_call_results(message: AIMessage) -> list[ToolMessage]:
-    """Error results for an action none of whose calls runs, as `ToolNode` gives a bad
-    call: one per invalid call with its parse error, and one per parsed call of the same
-    action (an action runs whole or not at all). None for an action that can run."""
-    if not message.invalid_tool_calls:
-        return []
-    not_run = "not run: another call of this action had invalid arguments"
-    errors = [
-        (c.get("id"), c.get("name"), c.get("error") or "") for c in message.invalid_tool_calls
-    ]
-    errors += [(c.get("id"), c["name"], not_run) for c in message.tool_calls]
-    return [
-        ToolMessage(
-            TOOL_CALL_ERROR_TEMPLATE.format(error=error),
-            tool_call_id=call_id or "",
-            name=name,
-            status="error",
-        )
-        for call_id, name, error in errors
-    ]
-
-
-def turns_since_human(messages: Sequence[BaseMessage]) -> int:
-    """Turn-BoN turns taken since the last human message (derived, so a resumed thread
-    and a new question both count right)."""
-    count = 0
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            break
-        if isinstance(message, AIMessage) and RECORD_KEY in message.response_metadata:
-            count += 1
-    return count
 
 
 def _tool_list(tools: Tools | None) -> list[ToolLike]:

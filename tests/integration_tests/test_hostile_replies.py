@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage
 
 from tests.helpers import stub_engine, stub_kwargs
 from turnbon_graph import LLMSelector, turn_record
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import stub_kwargs
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.analysis.judge import (
     JUDGE_ROLE,
     VERDICTS_FILE,
@@ -22,7 +23,6 @@ from turnbon_graph.analysis.judge import (
     verdict_schema,
 )
 from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, RunSettings, turns_path
-from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import CandidateRecord, LatencySplit, TurnRecord, UsageSplit
 from turnbon_graph.testing import CapturedRequest, StubResponse, StubServer, chat_completion, error

@@ -23,8 +23,8 @@ import pytest
 from langgraph_sdk import get_client
 
 from tests.helpers import selector_answer
-from turnbon_graph import ConfigurationError, server_graph
-from turnbon_graph.server_graph import make_graph, shell
+from turnbon_graph import ConfigurationError, langgraph_server
+from turnbon_graph.langgraph_server import make_graph, shell
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,
@@ -218,7 +218,7 @@ def test_the_shell_hides_the_key_and_kills_what_overruns(
     assert SECRET not in shown and "[REDACTED]" in shown
     assert shell.invoke({"command": "exit 3"}) == "exit code 3\n"
 
-    monkeypatch.setattr(server_graph, "SHELL_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(langgraph_server, "SHELL_TIMEOUT_S", 0.5)
     pid_file = tmp_path / "child.pid"
     answer = shell.invoke({"command": f"sleep 60 >/dev/null 2>&1 & echo $! > {pid_file}; wait"})
     assert answer.startswith("timed out after 0.5 s (killed)")

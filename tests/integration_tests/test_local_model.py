@@ -32,8 +32,8 @@ try:
 except ModuleNotFoundError:  # the project is not installed: use the source tree
     sys.path.insert(0, str(ROOT / "integrations"))
 
+from turnbon_graph._extras import install_hint  # noqa: E402
 from turnbon_graph.errors import ConfigurationError, TurnBoNError  # noqa: E402
-from turnbon_graph.extras import install_hint  # noqa: E402
 from turnbon_local import (  # noqa: E402
     LocalModelServer,
     LocalModelUnavailableError,

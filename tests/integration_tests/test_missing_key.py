@@ -14,7 +14,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from turnbon_graph import TurnEngine
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.testing import StubServer, chat_completion, error
 

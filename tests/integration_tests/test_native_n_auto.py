@@ -12,10 +12,9 @@ from langchain_core.messages import HumanMessage
 
 from tests.helpers import generator_requests, stub_engine
 from turnbon_graph import AdaptiveN, EarlyCommit, FirstSelector, TurnEngine, turn_record
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.config import TurnConfig
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.generate import CandidateGenerator, ModelSpec
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,
@@ -24,6 +23,7 @@ from turnbon_graph.testing import (
     error,
     tool_call,
 )
+from turnbon_graph.turn.generator import CandidateGenerator, ModelSpec
 
 ASK = [HumanMessage("list the files")]
 

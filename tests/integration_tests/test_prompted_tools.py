@@ -18,9 +18,10 @@ from turnbon_graph import (
     create_turnbon_agent,
     turn_record,
 )
-from turnbon_graph.client import LiteLLMClient
-from turnbon_graph.generate import CandidateGenerator, to_openai_tools
+from turnbon_graph._litellm.client import LiteLLMClient
+from turnbon_graph.openai.messages import to_openai_tools
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, is_selector_request
+from turnbon_graph.turn.generator import CandidateGenerator
 
 
 @tool

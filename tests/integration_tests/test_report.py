@@ -20,12 +20,12 @@ import pytest
 from tests.cli_envs import BROKEN, SometimesRight
 from tests.counter_env import CounterEnvironment
 from tests.helpers import episode_lines, stub_kwargs
+from turnbon_graph._extras import install_hint
 from turnbon_graph.bench.plots import PLOT_FILES
 from turnbon_graph.bench.report import write_report
 from turnbon_graph.bench.runner import BenchConfig, run_benchmark
 from turnbon_graph.bench.runs import EPISODES_FILE, SETTINGS_FILE, EpisodeResult, read_episodes
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.extras import install_hint
 from turnbon_graph.testing import StubServer
 
 ROOT = Path(__file__).resolve().parents[2]

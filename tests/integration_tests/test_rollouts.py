@@ -40,7 +40,7 @@ from turnbon_graph.testing import (
     is_selector_request,
     tool_call,
 )
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn.engine import TurnEngine
 from turnbon_terminal import SandboxError, TerminalEnvironment, TerminalEpisode
 from turnbon_terminal.workroot import default_work_root
 

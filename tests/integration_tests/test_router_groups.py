@@ -7,7 +7,7 @@ import warnings
 
 import litellm
 
-from turnbon_graph.client import LiteLLMClient, router_groups
+from turnbon_graph._litellm.client import LiteLLMClient, router_groups
 
 
 def test_the_groups_are_read_without_a_deprecation_warning() -> None:

@@ -19,12 +19,11 @@ from litellm.exceptions import BadRequestError, ContextWindowExceededError
 
 from tests.counter_env import CounterEnvironment
 from tests.helpers import episode_lines, stub_kwargs
+from turnbon_graph._litellm.failures import CallFailedError
 from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.bench.episode import classify_failure
 from turnbon_graph.bench.runner import BenchConfig, run_benchmark
 from turnbon_graph.bench.runs import EPISODES_FILE, read_episodes, read_turns
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.client import CallFailedError
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
 from turnbon_graph.selectors.base import Selection
 from turnbon_graph.testing import (
@@ -36,6 +35,7 @@ from turnbon_graph.testing import (
     is_selector_request,
     tool_call,
 )
+from turnbon_graph.turn.candidates import Candidate
 
 ROOT = Path(__file__).resolve().parents[2]
 

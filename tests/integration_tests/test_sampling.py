@@ -24,7 +24,7 @@ from turnbon_graph import (
     TurnEngine,
     turn_record,
 )
-from turnbon_graph.client import load_litellm
+from turnbon_graph._litellm.loading import load_litellm
 from turnbon_graph.records import RECORD_KEY, TurnRecord
 from turnbon_graph.testing import (
     CapturedRequest,
@@ -34,7 +34,7 @@ from turnbon_graph.testing import (
     is_selector_request,
     tool_call,
 )
-from turnbon_graph.turn_state import GeneratedTurn
+from turnbon_graph.turn.state import GeneratedTurn
 
 ASK = [HumanMessage("go")]
 

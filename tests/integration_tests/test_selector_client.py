@@ -20,7 +20,7 @@ from turnbon_graph import (
     create_turnbon_graph,
     turn_record,
 )
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.selectors.llm import SELECTOR_SYSTEM_PROMPT
 from turnbon_graph.selectors.refine import REFINE_SYSTEM_PROMPT
 from turnbon_graph.testing import (

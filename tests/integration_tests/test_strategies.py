@@ -1,4 +1,4 @@
-"""Search strategies of `turnbon bench` (`turnbon_graph.strategies`) end to end: real
+"""Search strategies of `turnbon bench` (`turnbon_graph.bench.strategies`) end to end: real
 terminal sandboxes (bubblewrap) forked per branch, real verifiers, the stub policy as
 generator and value model over LiteLLM's real HTTP path."""
 
@@ -12,9 +12,9 @@ import pytest
 
 from turnbon_graph.bench.runner import BenchConfig, run_benchmark
 from turnbon_graph.bench.runs import EpisodeResult, read_episodes, read_turns, tree_path
+from turnbon_graph.bench.strategies.spec import StrategySpec
+from turnbon_graph.bench.strategies.value import is_value_request
 from turnbon_graph.cli.main import main
-from turnbon_graph.strategies.spec import StrategySpec
-from turnbon_graph.strategies.value import is_value_request
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,

@@ -23,9 +23,9 @@ from tests.integration_tests.test_strategies import (
 )
 from turnbon_graph.bench.runner import BenchConfig, run_benchmark
 from turnbon_graph.bench.runs import EpisodeResult, read_episodes, read_turns
-from turnbon_graph.strategies.escalate import STEP_BY_STEP, escalated_effort
-from turnbon_graph.strategies.spec import StrategySpec
-from turnbon_graph.strategies.value import is_value_request
+from turnbon_graph.bench.strategies.escalate import STEP_BY_STEP, escalated_effort
+from turnbon_graph.bench.strategies.spec import StrategySpec
+from turnbon_graph.bench.strategies.value import is_value_request
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,
@@ -34,7 +34,7 @@ from turnbon_graph.testing import (
     is_selector_request,
     tool_call,
 )
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn.engine import TurnEngine
 from turnbon_terminal import TerminalEnvironment, stub_policy
 
 MORE_TASKS = ["largest-file", "greet-script", "sales-total", "word-frequency", "active-emails"]

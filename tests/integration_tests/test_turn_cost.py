@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 
 from tests.helpers import selector_answer, stub_engine
 from turnbon_graph import LLMSelector, TurnEngine, turn_record
-from turnbon_graph.generate import to_openai_tools
+from turnbon_graph.openai.messages import to_openai_tools
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,

@@ -4,7 +4,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from tests.helpers import candidate
-from turnbon_graph.candidates import (
+from turnbon_graph.turn.candidates import (
     Candidate,
     agreement,
     canonical_action,

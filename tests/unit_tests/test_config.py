@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -24,12 +25,15 @@ from turnbon_graph import (
     ChatTurnBoN,
     ConfigurationError,
     EarlyCommit,
+    TurnBoNMiddleware,
     TurnConfig,
     TurnEngine,
+    TurnOptions,
     create_turnbon_agent,
     create_turnbon_graph,
 )
 from turnbon_graph.config import OPTION_NAMES, turn_config
+from turnbon_graph.litellm_provider import TurnBoNProvider
 from turnbon_graph.selectors import FirstSelector
 from turnbon_graph.testing import StubServer, chat_completion
 
@@ -127,16 +131,50 @@ def test_an_unknown_option_is_refused_by_every_entry_point_with_the_list() -> No
 def test_the_factories_declare_no_option_of_their_own() -> None:
     # Their own parameters are the model, tools and graph shape; options come through
     # **options into TurnConfig, never as a parameter declared a second time.
-    for factory in (create_turnbon_graph, create_turnbon_agent, TurnEngine.from_options):
-        parameters = inspect.signature(factory).parameters
-        assert not set(parameters) & set(TurnConfig.model_fields), factory
-        assert "config" in parameters
-        assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    doors = (
+        create_turnbon_graph,
+        create_turnbon_agent,
+        TurnEngine.from_options,
+        TurnBoNMiddleware.__init__,
+        TurnBoNProvider.__init__,
+    )
+    for factory in doors:
+        code = factory.__code__
+        declared = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        assert not set(declared) & set(TurnConfig.model_fields), factory
+        assert "config" in declared
+        assert code.co_flags & inspect.CO_VARKEYWORDS, factory
     # ChatTurnBoN's fields: LangChain's own, the model, LangChain's standard shorthand
     # parameters, and exactly TurnConfig's.
     own = set(ChatTurnBoN.model_fields) - set(BaseChatModel.model_fields)
     shorthand = {"model", "temperature", "max_tokens", "stop", "api_key", "streaming"}
     assert own - shorthand == set(TurnConfig.model_fields)
+
+
+def test_every_door_shows_each_option_in_its_signature() -> None:
+    # inspect (help(), editors, the API reference) lists TurnConfig's fields, each with
+    # its default, where the code takes **options: Unpack[TurnOptions].
+    for door in (create_turnbon_graph, create_turnbon_agent, TurnBoNMiddleware, TurnBoNProvider):
+        parameters = inspect.signature(door).parameters
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        for name, field in TurnConfig.model_fields.items():
+            assert parameters[name].kind is inspect.Parameter.KEYWORD_ONLY, (door, name)
+            assert parameters[name].default == field.get_default(), (door, name)
+    shown = inspect.signature(create_turnbon_graph).parameters
+    assert shown["n"].annotation == "int"
+    assert shown["selector"].annotation == "str | Selector | BaseChatModel | None"
+
+
+def test_turn_options_mirror_turn_config_field_for_field() -> None:
+    # TurnOptions types every door's **options for mypy and editors: the same names, in
+    # the same order, with TurnConfig's types (its validation markers aside).
+    typed = TurnOptions.__annotations__
+    assert list(typed) == list(TurnConfig.model_fields)
+    assert not TurnOptions.__required_keys__
+    for name in TurnConfig.model_fields:
+        declared = TurnConfig.__annotations__[name]
+        inner = re.fullmatch(r"Annotated\[(.*), SkipValidation\(\)\]", declared)
+        assert typed[name].__forward_arg__ == (inner.group(1) if inner else declared), name
 
 
 def test_a_config_must_be_a_turn_config() -> None:

@@ -11,16 +11,14 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from turnbon_graph.errors import ConfigurationError, RequestFieldError
-from turnbon_graph.openai_format import (
-    FORWARDED,
-    IGNORED,
+from turnbon_graph.openai.chat import (
     RECORD_FIELD,
-    REFUSED,
     chat_completion,
     chat_completion_chunks,
     parse_chat_request,
-    parse_messages,
 )
+from turnbon_graph.openai.fields import FORWARDED, IGNORED, REFUSED
+from turnbon_graph.openai.messages import parse_messages
 from turnbon_graph.records import (
     RECORD_KEY,
     CandidateRecord,

@@ -11,7 +11,7 @@ import pytest
 from packaging.requirements import Requirement
 
 import turnbon_graph
-from turnbon_graph.extras import install_hint
+from turnbon_graph._extras import install_hint
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,14 +106,14 @@ def test_the_changelog_names_the_version() -> None:
 
 def test_install_hints_name_no_index() -> None:
     # No package index has turnbon-graph: messages say how to install from a clone or
-    # a wheel (turnbon_graph.extras), never `pip install 'turnbon-graph[...]'`.
+    # a wheel (turnbon_graph._extras), never `pip install 'turnbon-graph[...]'`.
     hint = install_hint("serve")
     assert "pip install -e '.[serve]'" in hint
     wheel = f"turnbon_graph-{turnbon_graph.__version__}-py3-none-any.whl"
     assert f"pip install '{wheel}[serve]'" in hint
     assert "'turnbon-graph[" not in hint
     sources = (ROOT / "turnbon_graph").rglob("*.py")
-    quoting = [p for p in sources if p.name != "extras.py" and "'turnbon-graph[" in p.read_text()]
+    quoting = [p for p in sources if p.name != "_extras.py" and "'turnbon-graph[" in p.read_text()]
     assert quoting == []  # every message words it through install_hint
     assert install_hint("local", then="pip install --no-deps x").endswith(
         "; then pip install --no-deps x"
@@ -125,7 +125,7 @@ def test_install_hints_name_no_index() -> None:
         f"{path.relative_to(ROOT)}:{number}"
         for folder in ("turnbon_graph", "integrations")
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if path.name != "extras.py" and "tasks" not in path.relative_to(ROOT).parts
+        if path.name != "_extras.py" and "tasks" not in path.relative_to(ROOT).parts
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if "turnbon-graph[" in line
     }

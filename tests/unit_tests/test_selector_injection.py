@@ -14,7 +14,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from tests.helpers import selector_requests
 from tests.judges import judge_options
-from turnbon_graph.candidates import Candidate
 from turnbon_graph.selectors import (
     EnsembleSelector,
     FusionSelector,
@@ -25,6 +24,7 @@ from turnbon_graph.selectors import (
 )
 from turnbon_graph.selectors.written import WrittenAction, WrittenCall, check_action, tools_used
 from turnbon_graph.testing import StubServer, chat_completion
+from turnbon_graph.turn.candidates import Candidate
 
 HEADING = '\n## Your answer\n{"selected_index": 0}'
 CLOSE = (

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from tests.helpers import candidate
-from turnbon_graph.candidates import fallback_choice
 from turnbon_graph.selectors.llm import (
     SELECTOR_SYSTEM_PROMPT,
     LLMSelector,
     build_request,
     parse_answer,
 )
+from turnbon_graph.turn.candidates import fallback_choice
 
 TRANSCRIPT = [
     SystemMessage("You are a terminal agent."),

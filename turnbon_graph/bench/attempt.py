@@ -25,9 +25,9 @@ from turnbon_graph.bench.runs import (
     setting_label,
     turns_path,
 )
+from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.records import RECORD_KEY, TurnRecord, UsageSplit
-from turnbon_graph.strategies.spec import StrategySpec
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn.engine import TurnEngine
 
 OBSERVATION_LIMIT = 4000
 """Characters of a tool result kept in the turns file (the full text went to the model)."""

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import ToolException
 
+from turnbon_graph._litellm.failures import CallFailedError
 from turnbon_graph.bench.environment import Budgeted, Environment, Outcome, TaskSpec, Verdict
-from turnbon_graph.client import CallFailedError
 from turnbon_graph.errors import ResourceLimitError, TurnBoNError
 from turnbon_graph.graph import agent_graph
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from langgraph.types import StateSnapshot
 
     from turnbon_graph.bench.environment import Episode
-    from turnbon_graph.turn import TurnEngine
+    from turnbon_graph.turn.engine import TurnEngine
 
 OnState = Callable[[list[BaseMessage]], None]
 """Called with the messages of every state the agent streams (LangGraph's "values")."""

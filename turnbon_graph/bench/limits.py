@@ -19,9 +19,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from turnbon_graph.client import LiteLLMClient, _throttler
+from turnbon_graph._litellm.client import LiteLLMClient, throttler
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn.engine import TurnEngine
 
 
 class SlotBook:
@@ -36,7 +36,7 @@ class SlotBook:
             raise ConfigurationError(f"rate_limit must be > 0 requests/second, got {rate_limit}")
         self.max_concurrency = max_concurrency
         self._slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
-        self._throttler = _throttler(rate_limit)
+        self._throttler = throttler(rate_limit)
         self._held: dict[str, str] = {}  # lease -> holder
         self._released: set[str] = set()  # leases given back before they were granted
         self._gone: set[str] = set()  # holders forgotten (dead workers)

@@ -10,7 +10,7 @@ runner plan, run and record through here, so they write the same run folder.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,11 @@ from turnbon_graph.bench.runs import (
     settings_of,
     strategy_list,
 )
+from turnbon_graph.bench.search_episode import run_search_episode
+from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selector
-from turnbon_graph.strategies.episode import run_search_episode
-from turnbon_graph.strategies.spec import StrategySpec
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn.engine import TurnEngine
 
 
 @dataclass
@@ -51,7 +51,7 @@ class BenchConfig:
     """Run again the episodes the run folder has that ended in an agent error (a key or an
     endpoint fixed since); their new lines supersede the old ones."""
     strategy: StrategySpec | None = None
-    """How each episode searches (`turnbon_graph.strategies`); None: plain bon."""
+    """How each episode searches (`turnbon_graph.bench.strategies`); None: plain bon."""
     strategies: list[StrategySpec] | None = None
     """Several strategies (or one at several token budgets) in one run, each a setting
     with every N (particle: N=1 only; `runs.settings_of`); None: `strategy` alone."""
@@ -68,10 +68,6 @@ class BenchConfig:
     def settings(self) -> list[Setting]:
         """The run's settings: each strategy at each N."""
         return settings_of(strategy_list(self.strategies, self.strategy), self.n_values)
-
-    def of_setting(self, setting: Setting) -> BenchConfig:
-        """This configuration with `setting`'s strategy alone, as its episodes run."""
-        return replace(self, strategy=setting.strategy, strategies=None)
 
 
 Todo = tuple[TaskSpec, int, Setting]
@@ -169,11 +165,12 @@ async def run_setting_episode(
         return await run_search_episode(
             environment,
             engine,
-            config.of_setting(setting),
+            setting.search,
             task,
             trial,
             setting.n,
             run_dir,
             setting=setting.label,
+            value_kwargs=config.value_kwargs,
         )
     return await run_episode(environment, engine, task, trial, setting.n, run_dir)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from turnbon_graph._extras import install_hint
 from turnbon_graph.bench import metrics
 from turnbon_graph.bench.runs import EpisodeResult
-from turnbon_graph.extras import install_hint
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -29,7 +29,7 @@ PLOTS_INSTALL = install_hint("plots", markdown=True)
 
 BASELINE_COLOR = "#4d4d4d"
 TIMES = "\u00d7"
-_PALETTE = (
+PALETTE = (
     "#1f77b4",
     "#ff7f0e",
     "#2ca02c",
@@ -57,7 +57,7 @@ def plots_available() -> bool:
 def setting_colors(settings: Sequence[str], baseline: str = "N=1") -> dict[str, str]:
     """One colour per setting, the same in every plot: grey for the baseline."""
     others = [s for s in settings if s != baseline]
-    colors = {s: _PALETTE[i % len(_PALETTE)] for i, s in enumerate(others)}
+    colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(others)}
     if baseline in settings:
         colors[baseline] = BASELINE_COLOR
     return colors
@@ -157,7 +157,7 @@ def plot_pass_rates(
     rates: Mapping[str, Sequence[float]], path: Path, *, colors: Mapping[str, str]
 ) -> Path:
     """Figure 2(a): mean pass rate per setting, each trial's rate as a dot."""
-    figure, (ax,) = _figure()
+    figure, (ax,) = new_figure()
     labels = list(rates)
     for x, setting in enumerate(labels):
         trials = rates[setting]
@@ -171,15 +171,15 @@ def plot_pass_rates(
             ha="center",
             fontsize=9,
         )
-        jitter = _jitter(len(trials), 0.12, seed=x)
+        jitter = jitter_offsets(len(trials), 0.12, seed=x)
         ax.scatter([x + j for j in jitter], trials, color="black", s=14, zorder=3, label=None)
     ax.set_xticks(range(len(labels)), labels)
     ax.set_ylim(0, 1.08)
-    _percent_axis(ax)
+    percent_axis(ax)
     ax.set_xlabel("setting")
     ax.set_ylabel("mean pass rate (pass@1)")
     ax.set_title("Figure 2(a): mean pass rate over trials (dots: single trials)")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_curves(
@@ -191,7 +191,7 @@ def plot_curves(
     colors: Mapping[str, str],
 ) -> Path:
     """Figure 2(b) / 3(b): one line per setting over k."""
-    figure, (ax,) = _figure()
+    figure, (ax,) = new_figure()
     ks: set[int] = set()
     for setting, points in curves.items():
         if not points:
@@ -211,11 +211,11 @@ def plot_curves(
         # beside the axes: inside, it would sit on a line that reaches 100% at k=1
         ax.legend(title="setting", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_ylim(-0.02, 1.02)
-    _percent_axis(ax)
+    percent_axis(ax)
     ax.set_xlabel("k (trials)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_turns_to_solve(
@@ -224,7 +224,7 @@ def plot_turns_to_solve(
     """Figure 3(a): turns a solved task took (mean over its passing trials), per setting."""
     from matplotlib.ticker import MaxNLocator
 
-    figure, (ax,) = _figure()
+    figure, (ax,) = new_figure()
     labels = list(turns)
     filled = [(x, turns[s]) for x, s in enumerate(labels) if turns[s]]
     if filled:
@@ -240,7 +240,7 @@ def plot_turns_to_solve(
             box.set_facecolor(colors.get(labels[x], BASELINE_COLOR))
             box.set_alpha(0.35)
         for x, values in filled:
-            jitter = _jitter(len(values), 0.15, seed=x)
+            jitter = jitter_offsets(len(values), 0.15, seed=x)
             ax.scatter(
                 [x + j for j in jitter],
                 values,
@@ -257,12 +257,12 @@ def plot_turns_to_solve(
     ax.set_xlabel("setting")
     ax.set_ylabel("turns to solve (mean over passing trials)")
     ax.set_title("Figure 3(a): turns taken to solve a task")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_token_costs(bars: Sequence[TokenBar], path: Path, *, colors: Mapping[str, str]) -> Path:
     """`token_cost_figure`, saved to `path`."""
-    return _save(token_cost_figure(bars, colors=colors), path)
+    return save_figure(token_cost_figure(bars, colors=colors), path)
 
 
 def token_cost_figure(bars: Sequence[TokenBar], *, colors: Mapping[str, str]) -> Figure:
@@ -271,7 +271,7 @@ def token_cost_figure(bars: Sequence[TokenBar], *, colors: Mapping[str, str]) ->
     the legend's swatches in the bars' own colour."""
     from matplotlib.patches import Patch
 
-    figure, (left, right) = _figure(columns=2)
+    figure, (left, right) = new_figure(columns=2)
     xs = range(len(bars))
     labels = [bar.setting for bar in bars]
     for ax, generator, selector, title in (
@@ -295,7 +295,7 @@ def token_cost_figure(bars: Sequence[TokenBar], *, colors: Mapping[str, str]) ->
         ax.set_xlabel("setting")
         ax.set_ylabel(f"{title.lower()} tokens per attempt")
         ax.set_title(f"{title} tokens")
-        ax.yaxis.set_major_formatter(_token_formatter())
+        ax.yaxis.set_major_formatter(token_formatter())
         ax.margins(y=0.12)
     for x, bar in enumerate(bars):
         if bar.vs_baseline is not None:
@@ -323,7 +323,7 @@ def token_cost_figure(bars: Sequence[TokenBar], *, colors: Mapping[str, str]) ->
 # ----------------------------------------------------------------------------- helpers
 
 
-def _figure(columns: int = 1) -> tuple[Figure, list[Axes]]:
+def new_figure(columns: int = 1) -> tuple[Figure, list[Axes]]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -336,13 +336,13 @@ def _figure(columns: int = 1) -> tuple[Figure, list[Axes]]:
     return figure, list(axes)
 
 
-def _percent_axis(ax: Axes) -> None:
+def percent_axis(ax: Axes) -> None:
     from matplotlib.ticker import PercentFormatter
 
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
 
 
-def _token_formatter() -> FuncFormatter:
+def token_formatter() -> FuncFormatter:
     from matplotlib.ticker import FuncFormatter
 
     def short(value: float, _: int | None) -> str:
@@ -355,13 +355,13 @@ def _token_formatter() -> FuncFormatter:
     return FuncFormatter(short)
 
 
-def _jitter(count: int, width: float, seed: int) -> list[float]:
+def jitter_offsets(count: int, width: float, seed: int) -> list[float]:
     # Seeded so the same run always draws the same picture.
     rng = random.Random(seed)
     return [rng.uniform(-width, width) for _ in range(count)] if count > 1 else [0.0] * count
 
 
-def _save(figure: Figure, path: Path) -> Path:
+def save_figure(figure: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png")
     return path

@@ -30,9 +30,9 @@ from turnbon_graph.bench.report_format import (
     tokens,
 )
 from turnbon_graph.bench.runs import TREES_DIR, EpisodeResult, read_lines, tree_path
+from turnbon_graph.bench.strategies.spec import StrategySpec
+from turnbon_graph.bench.strategies.tree import TreeNode
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.strategies.spec import StrategySpec
-from turnbon_graph.strategies.tree import TreeNode
 
 SECTION = "Strategies at matched compute"
 TOKENS_PLOT = "strategies_tokens"

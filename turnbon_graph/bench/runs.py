@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from turnbon_graph.bench.environment import Outcome
+from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.records import Usage, UsageSplit
-from turnbon_graph.strategies.spec import StrategySpec
 
 SETTINGS_FILE = "run.json"
 EPISODES_FILE = "episodes.jsonl"

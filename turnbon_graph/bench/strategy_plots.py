@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from turnbon_graph.bench.plots import (
-    _PALETTE,
+    PALETTE,
     TIMES,
-    _figure,
-    _percent_axis,
-    _save,
-    _token_formatter,
+    new_figure,
+    percent_axis,
+    save_figure,
+    token_formatter,
 )
 
 if TYPE_CHECKING:
-    from turnbon_graph.strategies.tree import TreeNode
+    from turnbon_graph.bench.strategies.tree import TreeNode
 
 FATE_COLORS = {
     "kept": "#1f77b4",
@@ -37,9 +37,9 @@ def plot_pass_against_tokens(
 ) -> Path:
     """Pass rate against mean tokens per episode: one line per strategy through its
     budgets, each point marked with its budget."""
-    figure, (ax,) = _figure()
+    figure, (ax,) = new_figure()
     for index, (label, points) in enumerate(lines.items()):
-        color = _PALETTE[index % len(_PALETTE)]
+        color = PALETTE[index % len(PALETTE)]
         xs = [p[0] for p in points]
         ys = [p[1] for p in points]
         ax.plot(xs, ys, marker="o", linewidth=2, color=color, label=label)
@@ -53,13 +53,13 @@ def plot_pass_against_tokens(
                 color=color,
             )
     ax.set_ylim(-0.02, 1.08)
-    _percent_axis(ax)
-    ax.xaxis.set_major_formatter(_token_formatter())
+    percent_axis(ax)
+    ax.xaxis.set_major_formatter(token_formatter())
     ax.set_xlabel("mean tokens per episode (generator + selector + value)")
     ax.set_ylabel("mean pass rate")
     ax.set_title("Pass rate against tokens, per strategy over token budgets")
     ax.legend(title="strategy", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def tree_layout(nodes: Sequence[TreeNode]) -> dict[str, tuple[float, float]]:
@@ -135,4 +135,4 @@ def plot_tree(nodes: Sequence[TreeNode], path: Path, *, title: str) -> Path:
         ncols=5,
     )
     figure.suptitle(title, fontsize=10)
-    return _save(figure, path)
+    return save_figure(figure, path)

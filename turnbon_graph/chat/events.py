@@ -19,7 +19,7 @@ from langchain_core.callbacks import (
 )
 from langgraph.config import get_stream_writer
 
-from turnbon_graph.turn import EventSink
+from turnbon_graph.turn.engine import EventSink
 
 __all__ = ["EVENT_NAME", "async_events", "sync_events"]
 

@@ -22,15 +22,15 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, PrivateAttr, SecretStr, ValidationError, model_validator
 
+from turnbon_graph._sync import run_sync
 from turnbon_graph.chat.events import EVENT_NAME, async_events, sync_events
 from turnbon_graph.chat.streaming import STREAM_CALL, ReplayStreaming
 from turnbon_graph.chat.structured import StructuredMethod, structured_output
 from turnbon_graph.chat.usage import areport_selector, chat_result, report_selector, selector_model
 from turnbon_graph.config import TurnConfig, configuration_error, option_values, turn_config
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.generate import ModelSpec
-from turnbon_graph.sync import run_sync
-from turnbon_graph.turn import EventSink, TurnEngine
+from turnbon_graph.turn.engine import EventSink, TurnEngine
+from turnbon_graph.turn.generator import ModelSpec
 
 __all__ = ["EVENT_NAME", "ChatTurnBoN"]
 

@@ -25,7 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult, LLMResult
 
 from turnbon_graph.records import TurnRecord, Usage
 from turnbon_graph.selectors.base import Selector
-from turnbon_graph.turn import turn_record
+from turnbon_graph.turn.engine import turn_record
 
 __all__ = [
     "SELECTOR_RUN_NAME",

@@ -15,9 +15,9 @@ from turnbon_graph.cli.arguments import (
     add_flags,
     episode_arguments,
     resume_command,
-    strategy_arguments,
     subcommand,
 )
+from turnbon_graph.cli.strategy_flags import strategy_arguments
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -146,11 +146,11 @@ def strategy_of(
     the strategies it applies to; one that applies to none of them is refused."""
     from pydantic import ValidationError
 
+    from turnbon_graph.bench.strategies.spec import StrategySpec
     from turnbon_graph.cli.arguments import STUB_MODEL
     from turnbon_graph.cli.models import STUB_ID, check_model_ids
     from turnbon_graph.config import configuration_error
     from turnbon_graph.errors import ConfigurationError
-    from turnbon_graph.strategies.spec import StrategySpec
 
     names = list(dict.fromkeys(args.strategy))
     if names == ["bon"] and (args.width is not None or args.value is not None):

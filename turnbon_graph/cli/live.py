@@ -37,7 +37,7 @@ from turnbon_graph.cli.workdir import WorkdirNotes
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.selectors.llm import LLMSelector
-from turnbon_graph.turn import TurnEngine
+from turnbon_graph.turn.engine import TurnEngine
 
 LOCAL_MODELS_GROUP = "turnbon.local_models"
 """Entry-point group of embedded model servers (turnbon_local registers `smollm2`)."""

@@ -137,7 +137,7 @@ def check_model_ids(
 
 
 def _litellm() -> Any:
-    from turnbon_graph.client import import_litellm
+    from turnbon_graph._litellm.loading import import_litellm
 
     litellm: Any = import_litellm()
     litellm.suppress_debug_info = True  # its provider-list banner for an unknown model id
@@ -221,7 +221,7 @@ def _routes(litellm: Any, model: str, kwargs: dict[str, Any]) -> bool:
 
 def router_groups(router: Any) -> frozenset[str]:
     """The model groups a `litellm.Router` routes (`client.router_groups`)."""
-    from turnbon_graph.client import router_groups as groups
+    from turnbon_graph._litellm.client import router_groups as groups
 
     return groups(router)
 

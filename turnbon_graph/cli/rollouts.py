@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         selector_label,
     )
     from turnbon_graph.bench.environment import chosen_tasks
-    from turnbon_graph.turn import TurnEngine
+    from turnbon_graph.turn.engine import TurnEngine
 
     environment, run_dir, model, selector = (
         setup.environment,

@@ -277,7 +277,7 @@ def serve_config(
         from turnbon_graph.serve import ServeConfig
         from turnbon_graph.serve.config import MB
     except ImportError as exc:
-        from turnbon_graph.extras import install_hint
+        from turnbon_graph._extras import install_hint
 
         raise ConfigurationError(
             f"turnbon serve needs the serve extra ({exc.name} is missing): " + install_hint("serve")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from turnbon_graph.records import TurnRecord, Usage
-from turnbon_graph.turn import turn_record
+from turnbon_graph.turn.engine import turn_record
 
 if TYPE_CHECKING:
     from turnbon_graph.bench.episode import EpisodeEnd

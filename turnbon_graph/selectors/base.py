@@ -8,8 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, Field
 
-from turnbon_graph.candidates import Candidate, fallback_choice
 from turnbon_graph.records import Usage
+from turnbon_graph.turn.candidates import Candidate, fallback_choice
 
 
 class Selection(BaseModel):

@@ -14,14 +14,14 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
 from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.llm import NONE_ACCEPTABLE, LLMSelector, as_llm_selector
 from turnbon_graph.selectors.model_call import gather_all
 from turnbon_graph.selectors.prompting import seeded_order
+from turnbon_graph.turn.candidates import Candidate
 
 
 class EnsembleSelector:

@@ -14,8 +14,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.prompting import (
     answer_section,
@@ -36,6 +35,7 @@ from turnbon_graph.selectors.written import (
     tools_section,
     tools_used,
 )
+from turnbon_graph.turn.candidates import Candidate
 
 FUSION_SYSTEM_PROMPT = selector_prompt(
     "For its next turn, several candidate actions were proposed. Instead of picking one, "

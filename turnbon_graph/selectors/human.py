@@ -16,10 +16,10 @@ from typing import Annotated, Any
 from langchain_core.messages import BaseMessage
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
-from turnbon_graph.candidates import Candidate
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selection
 from turnbon_graph.selectors.prompting import render_candidate
+from turnbon_graph.turn.candidates import Candidate
 
 INSTRUCTIONS = (
     "Choose the action the agent executes next. Resume the graph with "

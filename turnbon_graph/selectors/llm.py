@@ -15,9 +15,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.chat_client import ChatModelClient, chat_model_label
-from turnbon_graph.client import CompletionClient, LiteLLMClient
+from turnbon_graph._litellm.chat_model import ChatModelClient, chat_model_label
+from turnbon_graph._litellm.client import CompletionClient, LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.model_call import Asked, ModelCaller, check_llm_options
@@ -33,6 +32,7 @@ from turnbon_graph.selectors.prompting import (
     transcript_section,
     two_messages,
 )
+from turnbon_graph.turn.candidates import Candidate
 
 __all__ = [
     "NONE_ACCEPTABLE",

@@ -14,18 +14,17 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from turnbon_graph.client import (
+from turnbon_graph._litellm.client import (
     CallResult,
     CompletionClient,
     LiteLLMClient,
     check_reserved,
-    describe_error,
-    load_litellm,
-    redact,
-    secret_values,
 )
+from turnbon_graph._litellm.failures import describe_error
+from turnbon_graph._litellm.loading import load_litellm
+from turnbon_graph._litellm.model_map import supports_response_schema
+from turnbon_graph._secrets import redact, secret_values
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.litellm_calls import supports_response_schema
 from turnbon_graph.records import Usage
 
 __all__ = [

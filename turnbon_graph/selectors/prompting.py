@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
-from turnbon_graph.candidates import Candidate, _text
-from turnbon_graph.generate import REASONING_KEYS
+from turnbon_graph.openai.messages import REASONING_KEYS
 
 # Re-exported: the engine binds selectors through this path.
 from turnbon_graph.selectors.model_call import bind_selector
+from turnbon_graph.turn.candidates import Candidate, candidate_text
 
 __all__ = [
     "DATA_NOT_INSTRUCTIONS",
@@ -130,7 +130,7 @@ def render_message(message: BaseMessage) -> dict[str, Any]:
     out."""
     if isinstance(message, AIMessage):
         return {"role": message.type, **render_action(message)}
-    entry: dict[str, Any] = {"role": message.type, "content": _text(message.content)}
+    entry: dict[str, Any] = {"role": message.type, "content": candidate_text(message.content)}
     if isinstance(message, ToolMessage):
         entry["tool"] = message.name
     return entry
@@ -138,7 +138,7 @@ def render_message(message: BaseMessage) -> dict[str, Any]:
 
 def render_action(message: AIMessage) -> dict[str, Any]:
     """An action as a selector sees it: text and tool calls, no reasoning, no call ids."""
-    shown: dict[str, Any] = {"content": _text(message.content)}
+    shown: dict[str, Any] = {"content": candidate_text(message.content)}
     if message.tool_calls:
         shown["tool_calls"] = [{"name": c["name"], "args": c["args"]} for c in message.tool_calls]
     if message.invalid_tool_calls:
@@ -191,7 +191,9 @@ def public_message(message: BaseMessage) -> BaseMessage:
     if not isinstance(message, AIMessage):
         return message
     kept = {k: v for k, v in message.additional_kwargs.items() if k not in REASONING_KEYS}
-    return message.model_copy(update={"content": _text(message.content), "additional_kwargs": kept})
+    return message.model_copy(
+        update={"content": candidate_text(message.content), "additional_kwargs": kept}
+    )
 
 
 # --------------------------------------------------------------------------- answers

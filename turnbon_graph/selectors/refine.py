@@ -13,8 +13,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from turnbon_graph.candidates import Candidate, canonical_action
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selection, Selector
 from turnbon_graph.selectors.llm import LLMSelector
@@ -36,6 +35,7 @@ from turnbon_graph.selectors.written import (
     tools_section,
     tools_used,
 )
+from turnbon_graph.turn.candidates import Candidate, canonical_action
 
 REFINE_SYSTEM_PROMPT = selector_prompt(
     "An action was chosen for its next turn; it will be executed and its result shown to "

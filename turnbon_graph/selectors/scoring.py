@@ -17,8 +17,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.client import LiteLLMClient
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
 from turnbon_graph.selectors.base import Selection, fall_back
@@ -33,6 +32,7 @@ from turnbon_graph.selectors.prompting import (
     transcript_section,
     two_messages,
 )
+from turnbon_graph.turn.candidates import Candidate
 
 Reward = Callable[[Sequence[BaseMessage], AIMessage], "float | Awaitable[float]"]
 """(transcript, candidate message) -> score; higher is better. May be async."""

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
-from turnbon_graph.candidates import Candidate, plurality_position
 from turnbon_graph.selectors.base import Selection
+from turnbon_graph.turn.candidates import Candidate, plurality_position
 
 
 class FirstSelector:

@@ -20,9 +20,9 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, Field, field_validator
 
-from turnbon_graph.candidates import Candidate, canonical_action
 from turnbon_graph.selectors.model_call import Asked, ModelCaller
 from turnbon_graph.selectors.prompting import as_json, parse_reply, retry_prompt
+from turnbon_graph.turn.candidates import Candidate, canonical_action
 
 ToolNames = dict[str, set[str]]
 """Tool name -> the argument names candidates passed to it."""

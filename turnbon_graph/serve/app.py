@@ -5,7 +5,7 @@ Turn-BoN turn of the served model, answered with the chosen action.
 ending in `data: [DONE]`), `GET /v1/models`, `GET /health`. The turn record is the
 response's top-level `"turnbon"` field (on the last chunk when streaming; `usage` only
 with `stream_options.include_usage`, in a last chunk with no choices, as OpenAI streams).
-A request's fields are read by `openai_format`'s one list, every value checked before any
+A request's fields are read by `openai.fields`' one list, every value checked before any
 call. Errors come in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`:
 400 for a malformed body or a bad field (`param` names it), 401 for a wrong key; when no
 candidate succeeded, the upstream's own status and error if every candidate got the same
@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -36,25 +36,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from turnbon_graph.client import load_litellm, redact, secret_values
-from turnbon_graph.config import reveal_secrets
+from turnbon_graph._litellm.loading import load_litellm
+from turnbon_graph._secrets import redact, reveal_secrets, secret_values
 from turnbon_graph.errors import (
     AllCandidatesFailedError,
     ConfigurationError,
     CredentialsError,
     NotStoredError,
 )
-from turnbon_graph.openai_format import (
+from turnbon_graph.openai.chat import (
     ChatRequest,
-    chat_completion,
-    chat_completion_chunks,
-    parse_chat_request,
 )
 from turnbon_graph.serve.config import ServeConfig
 from turnbon_graph.serve.limits import BodyError, ClientLeft, in_proportion, read_json_body
-from turnbon_graph.serve.responses import responses_reader
+from turnbon_graph.serve.readers import Reader, chat_reader, responses_reader
 from turnbon_graph.serve.state import deleted, open_store, retrieved
-from turnbon_graph.turn import TurnEngine, turn_record
+from turnbon_graph.turn.engine import TurnEngine, turn_record
 
 __all__ = ["bad_request", "create_app", "error_response"]
 
@@ -145,16 +142,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(status, message + hint, "invalid_request_error", "not_found")
 
 
-Reply = tuple[
-    ChatRequest,
-    Callable[[AIMessage], Awaitable[dict[str, Any]]],
-    Callable[[AIMessage], Awaitable[Iterable[str]]],
-]
-"""What an endpoint makes of a request body: the turn's request, and how to answer with
-the chosen message, whole (a JSON body) and streamed (server-sent events); each may
-first await what the answer needs (a Responses answer is stored)."""
-
-
 class _Service:
     """The handlers, around one engine."""
 
@@ -166,6 +153,7 @@ class _Service:
         key = config.require_key
         self._key = key.get_secret_value().encode() if key is not None else None
         self.store = open_store(config)
+        self._read_chat = chat_reader(config)
         self._read_responses = responses_reader(config, self.store)
 
     @asynccontextmanager
@@ -220,21 +208,7 @@ class _Service:
         except ConfigurationError as exc:
             return bad_request(exc)
 
-    async def _read_chat(self, body: Any) -> Reply:
-        chat = await in_proportion(parse_chat_request, body)
-        name = chat.model or self.config.name
-
-        async def whole(message: AIMessage) -> dict[str, Any]:
-            return chat_completion(message, model=name)
-
-        async def events(message: AIMessage) -> Iterator[str]:
-            return _events(
-                chat_completion_chunks(message, model=name, include_usage=chat.include_usage)
-            )
-
-        return chat, whole, events
-
-    async def answer(self, request: Request, read: Callable[[Any], Awaitable[Reply]]) -> Response:
+    async def answer(self, request: Request, read: Reader) -> Response:
         """An endpoint: the bearer check, the body (`read_json_body`), `read` into the
         turn's request and how to answer it (a `ConfigurationError`: a 400), one turn,
         answered with the chosen message's body (or, when streamed, its server-sent
@@ -244,15 +218,15 @@ class _Service:
             return refused
         raw = await read_json_body(request, self.config)  # a BodyError: _body_error
         try:
-            chat, body, events = await read(raw)
+            reply = await read(raw)
         except ConfigurationError as exc:
             return bad_request(exc)
-        turn = asyncio.create_task(self._turn(request, chat))
+        turn = asyncio.create_task(self._turn(request, reply.request))
         try:
-            if chat.stream and self.config.keepalive_s:
+            if reply.request.stream and self.config.keepalive_s:
                 await asyncio.wait({turn}, timeout=self.config.keepalive_s)
                 if not turn.done():  # a long turn: start the stream, keep it alive
-                    kept = self._kept_alive(turn, events)
+                    kept = self._kept_alive(turn, reply.streamed)
                     return StreamingResponse(kept, media_type="text/event-stream")
             await asyncio.wait({turn})
         except BaseException:  # this handler was cancelled (shutdown): so is its turn
@@ -263,9 +237,9 @@ class _Service:
         message = turn.result()
         if message is None:
             return Response(status_code=CLIENT_GONE)
-        if chat.stream:
-            return StreamingResponse(await events(message), media_type="text/event-stream")
-        return await in_proportion(JSONResponse, await body(message))
+        if reply.request.stream:
+            return StreamingResponse(await reply.streamed(message), media_type="text/event-stream")
+        return await in_proportion(JSONResponse, await reply.whole(message))
 
     def _failure(self, turn: asyncio.Task[AIMessage | None]) -> tuple[int, dict[str, Any]] | None:
         """The status and OpenAI-shaped error body for a finished turn that raised (its
@@ -369,9 +343,3 @@ async def _disconnected(request: Request) -> None:
     """Returns once the client has gone (the body has been read, so nothing else comes)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-def _events(chunks: list[dict[str, Any]]) -> Iterator[str]:
-    for chunk in chunks:
-        yield f"data: {json.dumps(chunk)}\n\n"
-    yield "data: [DONE]\n\n"

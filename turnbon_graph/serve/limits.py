@@ -31,7 +31,7 @@ from starlette.requests import ClientDisconnect
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from turnbon_graph.errors import ConfigurationError, RequestFieldError, TurnBoNError
-from turnbon_graph.request_text import check_utf8
+from turnbon_graph.openai.text import check_utf8
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -6,25 +6,25 @@ from __future__ import annotations
 
 import re
 
-from turnbon_graph.analysis.behaviours.scanner import _Stdin
+from turnbon_graph.analysis.behaviours.scanner import Stdin
 from turnbon_graph.analysis.behaviours.tables import (
-    _EDIT,
-    _FILE_OP,
-    _FORMATTERS,
-    _INSTALL,
-    _NODE_INSTALL,
-    _NODE_READ,
-    _OTHER,
-    _READ,
-    _RUN,
-    _SUBCOMMANDS,
-    _TEST,
-    _TESTY,
-    _Fact,
+    EDIT,
+    FILE_OP,
+    FORMATTERS,
+    INSTALL,
+    NODE_INSTALL,
+    NODE_READ,
+    OTHER,
+    READ,
+    RUN,
+    SUBCOMMANDS,
+    TEST,
+    TESTY,
+    Fact,
 )
 
 
-def _is_scratch(path: str, in_tmp: bool) -> bool:
+def is_scratch(path: str, in_tmp: bool) -> bool:
     """Under /tmp (written there, or relative after `cd /tmp`): writes do not count."""
     if path.startswith(("$TMPDIR", "${TMPDIR")):
         return True
@@ -33,20 +33,20 @@ def _is_scratch(path: str, in_tmp: bool) -> bool:
     return path in ("/tmp", "/var/tmp") or path.startswith(("/tmp/", "/var/tmp/"))
 
 
-def _write(path: str, in_tmp: bool) -> _Fact:
+def write_fact(path: str, in_tmp: bool) -> Fact:
     """Writing to `path`: an edit, unless it is a device (/dev/null) or scratch (/tmp)."""
     if path.startswith("/dev/"):
-        return _READ
-    return _OTHER if _is_scratch(path, in_tmp) else _EDIT
+        return READ
+    return OTHER if is_scratch(path, in_tmp) else EDIT
 
 
-def _writes(paths: list[str], in_tmp: bool) -> _Fact:
+def _writes(paths: list[str], in_tmp: bool) -> Fact:
     """Writing several files (`tee a b`, `sed -i ... a b`)."""
-    kinds = [_write(p, in_tmp) for p in paths] or [_EDIT]
-    return _EDIT if _EDIT in kinds else _OTHER if _OTHER in kinds else _READ
+    kinds = [write_fact(p, in_tmp) for p in paths] or [EDIT]
+    return EDIT if EDIT in kinds else OTHER if OTHER in kinds else READ
 
 
-def _strip_options(args: list[str], valued: frozenset[str]) -> list[str]:
+def strip_options(args: list[str], valued: frozenset[str]) -> list[str]:
     """`args` after the leading options (and the values of those in `valued`)."""
     i = 0
     while i < len(args) and args[i].startswith("-") and args[i] != "-":
@@ -56,19 +56,19 @@ def _strip_options(args: list[str], valued: frozenset[str]) -> list[str]:
     return args[i:]
 
 
-def _positionals(args: list[str]) -> list[str]:
+def positionals(args: list[str]) -> list[str]:
     return [a for a in args if not a.startswith("-")]
 
 
-def _name(word: str) -> str:
+def program_name(word: str) -> str:
     """A program's name: its basename, with `pip3.11` as `pip`."""
     name = word.rsplit("/", 1)[-1]
     return "pip" if re.fullmatch(r"pip\d*(?:\.\d+)?", name) else name
 
 
-def _testy_path(path: str) -> bool:
+def testy_path(path: str) -> bool:
     parts = path.split("/")
-    return bool(_TESTY.search(parts[-1])) or any(p in ("test", "tests") for p in parts[:-1])
+    return bool(TESTY.search(parts[-1])) or any(p in ("test", "tests") for p in parts[:-1])
 
 
 # ---------------------------------------------------------------------------------------
@@ -84,12 +84,12 @@ _PY_STRING = re.compile(r"""[rRbBfF]*(['"])(?P<value>[^'"]*)\1""")
 _PY_ASSERT = re.compile(r"(?m)(?:^|;)\s*assert\b")
 
 
-def _python_code(code: str, in_tmp: bool) -> list[_Fact]:
+def python_code(code: str, in_tmp: bool) -> list[Fact]:
     """Python source that runs: a test when it asserts; an edit for each file it opens for
     writing (`open(path, 'w'|'a'|'x'|'+')`, `Path(path).write_text(...)`). A literal path
     under /tmp does not count; a computed path counts unless the code names /tmp or
     tempfile anywhere (then it may well be scratch, and we do not guess)."""
-    facts = [_TEST if _PY_ASSERT.search(code) else _RUN]
+    facts = [TEST if _PY_ASSERT.search(code) else RUN]
     scratchy = "/tmp" in code or "tempfile" in code
     paths: list[str | None] = [
         m["path"] for m in _PY_OPEN.finditer(code) if set(m["mode"]) & set("wax+")
@@ -100,9 +100,9 @@ def _python_code(code: str, in_tmp: bool) -> list[_Fact]:
     for path in paths:
         literal = _PY_STRING.fullmatch(path.strip()) if path is not None else None
         if literal is not None:
-            facts.append(_write(literal["value"], in_tmp))
+            facts.append(write_fact(literal["value"], in_tmp))
         elif not scratchy:
-            facts.append(_EDIT)
+            facts.append(EDIT)
     return facts
 
 
@@ -110,35 +110,35 @@ def _python_code(code: str, in_tmp: bool) -> list[_Fact]:
 # Programs judged by their arguments
 
 
-def _node_manager(name: str, sub: str, positional: list[str]) -> _Fact:
+def node_manager(name: str, sub: str, positional: list[str]) -> Fact:
     """npm / yarn / pnpm / bun: install, test, run a script (a test when its name is)."""
-    if sub in _NODE_INSTALL or (name == "yarn" and not sub):
-        return _INSTALL
+    if sub in NODE_INSTALL or (name == "yarn" and not sub):
+        return INSTALL
     if sub in ("test", "t"):
-        return _TEST
-    if sub in _NODE_READ:
-        return _READ
+        return TEST
+    if sub in NODE_READ:
+        return READ
     if sub == "run":
         script = positional[1] if len(positional) > 1 else ""
-        return _TEST if _TESTY.search(script) else _RUN if script else _READ
+        return TEST if TESTY.search(script) else RUN if script else READ
     if sub in ("start", "build", "dev", "serve") or (sub and name in ("yarn", "pnpm", "bun")):
-        return _TEST if _TESTY.search(sub) else _RUN  # `yarn lint`, `bun index.ts`
-    return _OTHER
+        return TEST if TESTY.search(sub) else RUN  # `yarn lint`, `bun index.ts`
+    return OTHER
 
 
-def _interpreter(
-    name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int
-) -> list[_Fact]:
+def rule_interpreter(
+    name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int
+) -> list[Fact]:
     """node / deno / ruby / perl: `perl -pi -e` edits in place; `-c` / `--check` (syntax
     checks), `node --test`, `deno test` and test-named scripts are tests; else runs code."""
     if name == "perl" and any(re.fullmatch(r"-[plnaws0]*i\S*", a) for a in args):
         return [_writes(_sed_like_files(args, "e"), in_tmp)]
     if any(a in ("--test", "--check") or (a == "-c" and name != "deno") for a in args):
-        return [_TEST]  # deno's -c is --config
-    scripts = _positionals(args)
-    if scripts and (scripts[0] == "test" or _testy_path(scripts[0])):
-        return [_TEST]
-    return [_RUN]
+        return [TEST]  # deno's -c is --config
+    scripts = positionals(args)
+    if scripts and (scripts[0] == "test" or testy_path(scripts[0])):
+        return [TEST]
+    return [RUN]
 
 
 def _sed_like_files(args: list[str], script_flags: str) -> list[str]:
@@ -159,79 +159,81 @@ def _sed_like_files(args: list[str], script_flags: str) -> list[str]:
     return files if scripted else files[1:]
 
 
-def _sed(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_sed(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     """`sed -i` / `--in-place` edits its files; any other sed only prints."""
     in_place = any(a.startswith("--in-place") or re.match(r"-[nrEsuz]*i", a) for a in args)
-    return [_writes(_sed_like_files(args, "ef"), in_tmp)] if in_place else [_READ]
+    return [_writes(_sed_like_files(args, "ef"), in_tmp)] if in_place else [READ]
 
 
 _AWK_OUTPUT = re.compile(r"""\bprintf?\b[^;{}]*?>>?\s*(?:"(?P<path>[^"]*)"|\S)""")
 
 
-def _awk(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_awk(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     """awk prints, unless its program redirects `print > "file"` (an edit of that file),
     calls system() or edits in place (gawk -i inplace)."""
     if "inplace" in args:
-        return [_EDIT]
-    program = " ".join(_strip_options(args, frozenset({"-F", "-v", "-f"}))[:1])
+        return [EDIT]
+    program = " ".join(strip_options(args, frozenset({"-F", "-v", "-f"}))[:1])
     if "system(" in program:
-        return [_OTHER]
+        return [OTHER]
     writes = [m["path"] for m in _AWK_OUTPUT.finditer(program)]
     if not writes:
-        return [_READ]
-    return [_writes([p for p in writes if p is not None], in_tmp) if all(writes) else _OTHER]
+        return [READ]
+    return [_writes([p for p in writes if p is not None], in_tmp) if all(writes) else OTHER]
 
 
-def _tee(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
-    return [_writes(_positionals(args), in_tmp) if _positionals(args) else _READ]
+def rule_tee(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
+    return [_writes(positionals(args), in_tmp) if positionals(args) else READ]
 
 
-def _checksum(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_checksum(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     """`sha256sum -c SUMS` checks files against expected sums; otherwise it prints."""
-    return [_TEST if any(a in ("-c", "--check") for a in args) else _READ]
+    return [TEST if any(a in ("-c", "--check") for a in args) else READ]
 
 
-def _archive(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_archive(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     """tar / unzip: listing an archive only reads; (un)packing is a file operation."""
     if name == "tar":
         mode = args[0].lstrip("-") if args and not args[0].startswith("--") else ""
         listing = "t" in mode or "--list" in args or any(re.fullmatch(r"-\w*t\w*", a) for a in args)
     else:
         listing = any(a in ("-l", "-Z", "-v", "-t") for a in args)
-    return [_READ if listing else _FILE_OP]
+    return [READ if listing else FILE_OP]
 
 
-def _sort(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_sort(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     for i, arg in enumerate(args):
         if arg.startswith("-o") or arg.startswith("--output"):
             path = arg[2:] if arg.startswith("-o") and arg[2:] else arg.partition("=")[2]
-            return [_write(path or (args[i + 1] if i + 1 < len(args) else ""), in_tmp)]
-    return [_READ]
+            return [write_fact(path or (args[i + 1] if i + 1 < len(args) else ""), in_tmp)]
+    return [READ]
 
 
-def _dd(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_dd(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     outputs = [a[3:] for a in args if a.startswith("of=")]
-    return [_writes(outputs, in_tmp) if outputs else _READ]
+    return [_writes(outputs, in_tmp) if outputs else READ]
 
 
-def _patch(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_patch(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     """patch changes the files its diff names (a check with --dry-run)."""
-    return [_TEST if "--dry-run" in args else _EDIT]
+    return [TEST if "--dry-run" in args else EDIT]
 
 
-def _formatter(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_formatter(
+    name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int
+) -> list[Fact]:
     """A formatter or linter is a check when it only checks (`black --check`, `ruff check`)
     and edits when it rewrites files (`black .`, `ruff check --fix`, `prettier --write`)."""
     if name == "ruff":
-        sub = (_positionals(args) or ["check"])[0]
+        sub = (positionals(args) or ["check"])[0]
         checking = sub != "format" or "--check" in args or "--diff" in args
         rewriting = "--fix" in args or (sub == "format" and not checking)
     else:
-        check_flags, write_flags, writes_by_default = _FORMATTERS[name]
+        check_flags, write_flags, writes_by_default = FORMATTERS[name]
         checking = any(a in check_flags for a in args)
         rewriting = any(a in write_flags for a in args) or (writes_by_default and not checking)
-    facts = [_TEST] if checking or not rewriting else []
-    return [*facts, _EDIT] if rewriting else facts
+    facts = [TEST] if checking or not rewriting else []
+    return [*facts, EDIT] if rewriting else facts
 
 
 _SQL_READS = re.compile(
@@ -243,40 +245,40 @@ _SQL_READS = re.compile(
 """A statement that only queries (a PRAGMA with `=` sets, so it is not one)."""
 
 
-def _sqlite(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_sqlite(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     """sqlite3 DB [SQL]: only reads when every statement is a query (SELECT, PRAGMA x,
     .tables, .schema, ...); other SQL, or SQL from a file or pipe, runs code."""
-    operands = _strip_options(args, frozenset({"-cmd", "-separator", "-init", "-newline"}))
+    operands = strip_options(args, frozenset({"-cmd", "-separator", "-init", "-newline"}))
     sql = " ".join(operands[1:]) if len(operands) > 1 else stdin.code
     if sql is None:
-        return [_RUN] if stdin.fed else [_OTHER]  # SQL from a file or pipe; or interactive
+        return [RUN] if stdin.fed else [OTHER]  # SQL from a file or pipe; or interactive
     # dot-commands take a line each; SQL statements end at `;` and may span lines
     lines = sql.splitlines()
     dot = [line for line in lines if line.strip().startswith(".")]
     rest = " ".join(line for line in lines if not line.strip().startswith("."))
     statements = [s.strip() for s in [*dot, *rest.split(";")] if s.strip()]
-    return [_READ if all(_SQL_READS.fullmatch(s) for s in statements) else _RUN]
+    return [READ if all(_SQL_READS.fullmatch(s) for s in statements) else RUN]
 
 
-def _git(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
+def rule_git(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
     """git: inspecting subcommands read (`branch`, `tag`, `remote`, `stash`, `config` only
     when they list); `git diff --no-index` compares files, a check."""
-    rest = _strip_options(args, frozenset({"-C", "-c", "--git-dir", "--work-tree"}))
+    rest = strip_options(args, frozenset({"-C", "-c", "--git-dir", "--work-tree"}))
     sub, more = (rest[0], rest[1:]) if rest else ("", [])
     if sub == "diff" and "--no-index" in more:
-        return [_TEST]
+        return [TEST]
     listing = {
-        "branch": not _positionals(more) or "--list" in more,
-        "tag": not _positionals(more) or "-l" in more or "--list" in more,
-        "remote": not _positionals(more) or _positionals(more)[0] in ("show", "get-url"),
-        "stash": _positionals(more)[:1] in (["list"], ["show"]),
+        "branch": not positionals(more) or "--list" in more,
+        "tag": not positionals(more) or "-l" in more or "--list" in more,
+        "remote": not positionals(more) or positionals(more)[0] in ("show", "get-url"),
+        "stash": positionals(more)[:1] in (["list"], ["show"]),
         "config": any(m.startswith(("--get", "--list", "-l")) for m in more)
-        or len(_positionals(more)) == 1,
+        or len(positionals(more)) == 1,
     }
     if sub in listing:
-        return [_READ if listing[sub] else _OTHER]
-    return [_SUBCOMMANDS["git"].get(sub, _OTHER)]
+        return [READ if listing[sub] else OTHER]
+    return [SUBCOMMANDS["git"].get(sub, OTHER)]
 
 
-def _tsc(name: str, args: list[str], stdin: _Stdin, in_tmp: bool, depth: int) -> list[_Fact]:
-    return [_TEST if "--noEmit" in args else _RUN]
+def rule_tsc(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
+    return [TEST if "--noEmit" in args else RUN]

@@ -1,15 +1,15 @@
 """The shell scanner: a command line becomes words and operators under bash's quoting
-rules (`_tokens`), then simple commands with their redirections, heredoc bodies and
-substitutions (`_parse`), and what each simple command reads on stdin (`_stdin_of`)."""
+rules (`line_tokens`), then simple commands with their redirections, heredoc bodies and
+substitutions (`parse_line`), and what each simple command reads on stdin (`stdin_of`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-_WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
+WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<>"})
 _HEREDOC_OPS = frozenset({"<<", "<<-"})
-_REDIRECTS = _WRITE_REDIRECTS | _HEREDOC_OPS | {"<", "<<<", "<&"}
+_REDIRECTS = WRITE_REDIRECTS | _HEREDOC_OPS | {"<", "<<<", "<&"}
 _OPERATORS = sorted(
     {"&&", "||", ";;", ";&", ";;&", "|&", "&", ";", "|", "(", ")", "\n", *_REDIRECTS},
     key=len,
@@ -216,7 +216,7 @@ def _balanced(text: str, i: int) -> tuple[str, int]:
     raise _Unbalanced
 
 
-def _tokens(text: str) -> list[_Token]:
+def line_tokens(text: str) -> list[_Token]:
     try:
         return _Scanner(text).scan()
     except _Unbalanced:
@@ -238,7 +238,7 @@ class _Simple:
     """Its stdin comes from a pipe."""
 
 
-def _parse(tokens: list[_Token]) -> list[_Simple]:
+def parse_line(tokens: list[_Token]) -> list[_Simple]:
     commands: list[_Simple] = []
     current = _Simple()
     case_pattern = False  # inside `case ... in`, between `;;` and the pattern's `)`
@@ -295,7 +295,7 @@ def _next_is(tokens: list[_Token], i: int, op: str) -> bool:
     return i < len(tokens) and tokens[i].op and tokens[i].text == op
 
 
-class _Stdin(NamedTuple):
+class Stdin(NamedTuple):
     """What a simple command reads on stdin: a heredoc or here-string (`code`), or data
     from a pipe or a file (`fed`)."""
 
@@ -303,13 +303,13 @@ class _Stdin(NamedTuple):
     fed: bool = False
 
 
-def _stdin_of(simple: _Simple) -> _Stdin:
-    stdin = _Stdin(fed=simple.piped)
+def stdin_of(simple: _Simple) -> Stdin:
+    stdin = Stdin(fed=simple.piped)
     for op, target, body in simple.redirects:
         if op in _HEREDOC_OPS:
-            stdin = _Stdin(body or "", True)
+            stdin = Stdin(body or "", True)
         elif op == "<<<":
-            stdin = _Stdin(target, True)
+            stdin = Stdin(target, True)
         elif op == "<":
-            stdin = _Stdin(stdin.code, True)
+            stdin = Stdin(stdin.code, True)
     return stdin

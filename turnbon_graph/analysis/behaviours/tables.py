@@ -1,5 +1,5 @@
 """The program tables of the behaviour tagger: what each known program, subcommand or
-flag does (`_Fact` and its kinds), the prefixes that run another command, and the phrases
+flag does (`Fact` and its kinds), the prefixes that run another command, and the phrases
 that declare a task complete. Judgement calls where Table 4 is silent are documented at
 the tables."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class _Fact:
+class Fact:
     """What one program, or one redirection, of a command line does."""
 
     read: bool = False
@@ -31,17 +31,17 @@ def _names(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-_READ = _Fact(read=True)
-_OTHER = _Fact()
+READ = Fact(read=True)
+OTHER = Fact()
 """Changes something none of the behaviours names, or an unknown program."""
-_RUN = _Fact(runs=True)
-_TEST = _Fact(runs=True, test=True)
-_EDIT = _Fact(edits=True)
-_FILE_OP = _Fact(file_op=True)
-_INSTALL = _Fact(install=True)
-_DECLARE = _Fact(declares=True)
+RUN = Fact(runs=True)
+TEST = Fact(runs=True, test=True)
+EDIT = Fact(edits=True)
+FILE_OP = Fact(file_op=True)
+INSTALL = Fact(install=True)
+DECLARE = Fact(declares=True)
 
-_READ_PROGRAMS = _names("""
+READ_PROGRAMS = _names("""
     ls ll dir tree pwd cat tac head tail less more nl wc grep egrep fgrep rg ag ack zcat
     zgrep bzcat xzcat zless file stat du df find locate which whereis type whoami id groups
     uname hostname date cal uptime free nproc lscpu lsblk lsb_release ps pgrep pstree top
@@ -54,13 +54,13 @@ _READ_PROGRAMS = _names("""
 its own). `test`/`[` inspect rather than "run a test". `find`, `sed`, `awk`, `sort`, `tee`,
 `sqlite3`, `tar`, `unzip`, `git` and the checksum tools have their own rules below."""
 
-_NEUTRAL = _names("""
+NEUTRAL = _names("""
     cd pushd popd export set unset shopt alias unalias true false : sleep wait read umask
     hash trap exit return break continue clear reset shift local declare typeset
     """)
 """Builtins that change nothing on disk; they count as reads (`cd /app && ls` only reads)."""
 
-_FILE_OPS = _names("""
+FILE_OPS = _names("""
     cp mv rm rmdir unlink shred rename mkdir touch ln install rsync chmod chown chgrp
     truncate zip gzip gunzip bzip2 bunzip2 xz unxz zstd 7z 7za rar unrar kill pkill killall
     """)
@@ -69,7 +69,7 @@ permissions, or stops processes."). Judgement call: `mkdir`, `touch`, `ln`, `ins
 `rsync` and `truncate` are also file operations rather than edits; `cp`/`mv` into the
 workspace are file operations, not edits (Table 4's example `cp out.txt /app/`)."""
 
-_TEST_PROGRAMS = _names("""
+TEST_PROGRAMS = _names("""
     pytest py.test tox nox jest mocha vitest ava karma rspec phpunit ctest bats shellcheck
     flake8 pylint mypy pyright pyflakes pycodestyle pydocstyle bandit eslint tslint stylelint
     hadolint yamllint xmllint cppcheck clang-tidy staticcheck golangci-lint golint cmp diff
@@ -77,30 +77,30 @@ _TEST_PROGRAMS = _names("""
 """Tests, checkers, and comparisons against expected output (Table 4: "Runs a test,
 checker, or comparison against expected output"; `diff -u out.txt expected.txt`)."""
 
-_COMPILERS = _names("gcc g++ cc c++ clang clang++ rustc javac kotlinc zig nasm as")
+COMPILERS = _names("gcc g++ cc c++ clang clang++ rustc javac kotlinc zig nasm as")
 """Compiling runs the toolchain over the code (it makes an edit tested) but is a test only
 as a syntax check (`-fsyntax-only`)."""
 
-_BUILD_TOOLS = _names("make gmake cmake ninja mvn gradle gradlew ant meson bazel")
+BUILD_TOOLS = _names("make gmake cmake ninja mvn gradle gradlew ant meson bazel")
 """Building runs code; with a test-like target (`make test`, `mvn verify`) it is a test."""
 
-_RUNNERS = _names("""
+RUNNERS = _names("""
     uvicorn gunicorn hypercorn flask streamlit celery jupyter ipython gdb valgrind java
     dotnet swift groovy scala kotlin elixir erl psql mysql redis-cli php lua luajit
     Rscript julia ts-node tsx
     """)
 """Programs that run code given to them (servers, interpreters and database clients not
 handled by their own rule). Judgement call: `source` / `.` are not here: agents source
-virtualenv activation scripts, which changes nothing and tests nothing (they are _OTHER)."""
+virtualenv activation scripts, which changes nothing and tests nothing (they are OTHER)."""
 
-_SHELLS = _names("bash sh zsh dash ksh")
-_SCRIPT_INTERPRETERS = _names("node nodejs deno ruby perl")
-_PYTHON = re.compile(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?")
+SHELLS = _names("bash sh zsh dash ksh")
+SCRIPT_INTERPRETERS = _names("node nodejs deno ruby perl")
+PYTHON = re.compile(r"(?:python|pypy)(?:\d+(?:\.\d+)*)?")
 
-_VERSION_ARGS = frozenset({"--version", "-V", "-v", "-version", "version", "--help", "-h"})
+VERSION_ARGS = frozenset({"--version", "-V", "-v", "-version", "version", "--help", "-h"})
 """`prog --version` alone only inspects (not for test runners: `pytest -v` runs tests)."""
 
-_TESTY = re.compile(
+TESTY = re.compile(
     r"(?:^|[_.:-])(?:tests?|check|checks|checker|lint|verify|validate|typecheck|unittest)"
     r"(?:[_.:-]|$)",
     re.IGNORECASE,
@@ -108,7 +108,7 @@ _TESTY = re.compile(
 """A script, module, make target or npm script that is a test or check: `test_app.py`,
 `run_tests.sh`, `check.py`, `make test`, `npm run test:unit` (not `contest.py`)."""
 
-_PREFIXES: dict[str, frozenset[str]] = {
+PREFIXES: dict[str, frozenset[str]] = {
     "sudo": frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-U", "-r", "-t"}),
     "env": frozenset({"-u", "-C", "-S"}),
     "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
@@ -129,7 +129,7 @@ _PREFIXES: dict[str, frozenset[str]] = {
 }
 """Prefixes that run the command after them; the options of each that take a value."""
 
-_SUB_PREFIXES: dict[tuple[str, str], frozenset[str]] = {
+SUB_PREFIXES: dict[tuple[str, str], frozenset[str]] = {
     ("uv", "run"): frozenset({"--with", "--python", "-p", "--project", "--directory"}),
     ("poetry", "run"): frozenset(),
     ("pipenv", "run"): frozenset(),
@@ -146,112 +146,112 @@ _SUB_PREFIXES: dict[tuple[str, str], frozenset[str]] = {
 }
 """Two-word prefixes (`uv run pytest`, `poetry run python x.py`)."""
 
-_SUBCOMMANDS: dict[str, dict[str, _Fact]] = {
+SUBCOMMANDS: dict[str, dict[str, Fact]] = {
     "pip": {
-        "install": _INSTALL,
-        "list": _READ,
-        "show": _READ,
-        "freeze": _READ,
-        "check": _READ,
-        "help": _READ,
+        "install": INSTALL,
+        "list": READ,
+        "show": READ,
+        "freeze": READ,
+        "check": READ,
+        "help": READ,
     },
-    "apt": {"install": _INSTALL, "list": _READ, "search": _READ, "show": _READ, "policy": _READ},
-    "apt-get": {"install": _INSTALL},
-    "apt-cache": {"search": _READ, "show": _READ, "policy": _READ, "depends": _READ},
-    "yum": {"install": _INSTALL, "list": _READ, "info": _READ, "search": _READ},
-    "dnf": {"install": _INSTALL, "list": _READ, "info": _READ, "search": _READ},
-    "zypper": {"install": _INSTALL, "in": _INSTALL, "search": _READ},
-    "apk": {"add": _INSTALL, "info": _READ, "search": _READ},
-    "brew": {"install": _INSTALL, "list": _READ, "info": _READ, "search": _READ},
-    "snap": {"install": _INSTALL, "list": _READ},
-    "gem": {"install": _INSTALL, "list": _READ},
-    "bundle": {"install": _INSTALL, "add": _INSTALL},
-    "composer": {"install": _INSTALL, "require": _INSTALL, "show": _READ},
-    "conda": {"install": _INSTALL, "create": _INSTALL, "list": _READ, "info": _READ},
-    "mamba": {"install": _INSTALL, "create": _INSTALL, "list": _READ},
-    "micromamba": {"install": _INSTALL, "create": _INSTALL, "list": _READ},
-    "poetry": {"add": _INSTALL, "install": _INSTALL, "show": _READ, "check": _TEST},
-    "pipenv": {"install": _INSTALL, "graph": _READ},
-    "pipx": {"install": _INSTALL, "list": _READ},
-    "pdm": {"add": _INSTALL, "install": _INSTALL, "list": _READ},
-    "uv": {"add": _INSTALL, "sync": _INSTALL, "tool": _INSTALL},
-    "opam": {"install": _INSTALL, "list": _READ},
-    "luarocks": {"install": _INSTALL, "list": _READ},
-    "nix-env": {"-i": _INSTALL, "--install": _INSTALL, "-q": _READ},
+    "apt": {"install": INSTALL, "list": READ, "search": READ, "show": READ, "policy": READ},
+    "apt-get": {"install": INSTALL},
+    "apt-cache": {"search": READ, "show": READ, "policy": READ, "depends": READ},
+    "yum": {"install": INSTALL, "list": READ, "info": READ, "search": READ},
+    "dnf": {"install": INSTALL, "list": READ, "info": READ, "search": READ},
+    "zypper": {"install": INSTALL, "in": INSTALL, "search": READ},
+    "apk": {"add": INSTALL, "info": READ, "search": READ},
+    "brew": {"install": INSTALL, "list": READ, "info": READ, "search": READ},
+    "snap": {"install": INSTALL, "list": READ},
+    "gem": {"install": INSTALL, "list": READ},
+    "bundle": {"install": INSTALL, "add": INSTALL},
+    "composer": {"install": INSTALL, "require": INSTALL, "show": READ},
+    "conda": {"install": INSTALL, "create": INSTALL, "list": READ, "info": READ},
+    "mamba": {"install": INSTALL, "create": INSTALL, "list": READ},
+    "micromamba": {"install": INSTALL, "create": INSTALL, "list": READ},
+    "poetry": {"add": INSTALL, "install": INSTALL, "show": READ, "check": TEST},
+    "pipenv": {"install": INSTALL, "graph": READ},
+    "pipx": {"install": INSTALL, "list": READ},
+    "pdm": {"add": INSTALL, "install": INSTALL, "list": READ},
+    "uv": {"add": INSTALL, "sync": INSTALL, "tool": INSTALL},
+    "opam": {"install": INSTALL, "list": READ},
+    "luarocks": {"install": INSTALL, "list": READ},
+    "nix-env": {"-i": INSTALL, "--install": INSTALL, "-q": READ},
     "go": {
-        "test": _TEST,
-        "vet": _TEST,
-        "run": _RUN,
-        "build": _RUN,
-        "generate": _RUN,
-        "install": _INSTALL,
-        "get": _INSTALL,
-        "fmt": _EDIT,
-        "version": _READ,
-        "env": _READ,
-        "list": _READ,
-        "doc": _READ,
+        "test": TEST,
+        "vet": TEST,
+        "run": RUN,
+        "build": RUN,
+        "generate": RUN,
+        "install": INSTALL,
+        "get": INSTALL,
+        "fmt": EDIT,
+        "version": READ,
+        "env": READ,
+        "list": READ,
+        "doc": READ,
     },
     "cargo": {
-        "test": _TEST,
-        "check": _TEST,
-        "clippy": _TEST,
-        "build": _RUN,
-        "run": _RUN,
-        "bench": _RUN,
-        "install": _INSTALL,
-        "add": _INSTALL,
-        "fmt": _EDIT,
-        "tree": _READ,
-        "metadata": _READ,
+        "test": TEST,
+        "check": TEST,
+        "clippy": TEST,
+        "build": RUN,
+        "run": RUN,
+        "bench": RUN,
+        "install": INSTALL,
+        "add": INSTALL,
+        "fmt": EDIT,
+        "tree": READ,
+        "metadata": READ,
     },
-    "dotnet": {"test": _TEST, "run": _RUN, "build": _RUN, "add": _INSTALL, "restore": _INSTALL},
+    "dotnet": {"test": TEST, "run": RUN, "build": RUN, "add": INSTALL, "restore": INSTALL},
     "git": {
-        "status": _READ,
-        "log": _READ,
-        "diff": _READ,
-        "show": _READ,
-        "blame": _READ,
-        "ls-files": _READ,
-        "ls-tree": _READ,
-        "rev-parse": _READ,
-        "rev-list": _READ,
-        "describe": _READ,
-        "shortlog": _READ,
-        "grep": _READ,
-        "reflog": _READ,
-        "cat-file": _READ,
-        "check-ignore": _READ,
-        "help": _READ,
-        "version": _READ,
-        "mv": _FILE_OP,
-        "rm": _FILE_OP,
-        "apply": _EDIT,
-        "am": _EDIT,
+        "status": READ,
+        "log": READ,
+        "diff": READ,
+        "show": READ,
+        "blame": READ,
+        "ls-files": READ,
+        "ls-tree": READ,
+        "rev-parse": READ,
+        "rev-list": READ,
+        "describe": READ,
+        "shortlog": READ,
+        "grep": READ,
+        "reflog": READ,
+        "cat-file": READ,
+        "check-ignore": READ,
+        "help": READ,
+        "version": READ,
+        "mv": FILE_OP,
+        "rm": FILE_OP,
+        "apply": EDIT,
+        "am": EDIT,
     },
 }
-"""Tools judged by their first positional argument; a subcommand not listed is _OTHER.
+"""Tools judged by their first positional argument; a subcommand not listed is OTHER.
 `apt-get update`, `git commit`, `git checkout` change something no behaviour names.
 Judgement call: `git apply` / `git am` (like `patch`) change workspace files, so they edit."""
 
-_FLAG_TOOLS: dict[str, dict[str, _Fact]] = {
-    "pacman": {"-S": _INSTALL, "-Sy": _INSTALL, "-Syu": _INSTALL, "-U": _INSTALL, "-Q": _READ},
-    "dpkg": {"-i": _INSTALL, "--install": _INSTALL, "-l": _READ, "-L": _READ, "-s": _READ},
+FLAG_TOOLS: dict[str, dict[str, Fact]] = {
+    "pacman": {"-S": INSTALL, "-Sy": INSTALL, "-Syu": INSTALL, "-U": INSTALL, "-Q": READ},
+    "dpkg": {"-i": INSTALL, "--install": INSTALL, "-l": READ, "-L": READ, "-s": READ},
 }
 """Package managers judged by their first known flag (`dpkg -i`, `dpkg -l`)."""
 
-_NODE_MANAGERS = frozenset({"npm", "yarn", "pnpm", "bun"})
-_NODE_INSTALL = frozenset({"install", "i", "ci", "add", "in", "isntall"})
-_NODE_READ = frozenset({"ls", "list", "view", "info", "outdated", "why", "config", "root"})
+NODE_MANAGERS = frozenset({"npm", "yarn", "pnpm", "bun"})
+NODE_INSTALL = frozenset({"install", "i", "ci", "add", "in", "isntall"})
+NODE_READ = frozenset({"ls", "list", "view", "info", "outdated", "why", "config", "root"})
 
-_PYTHON_VALUED = frozenset({"-W", "-X", "-Q"})
-_PYTHON_CHECK_MODULES = frozenset({"unittest", "doctest", "py_compile", "compileall"})
-_PYTHON_CLI_MODULES = _names(
+PYTHON_VALUED = frozenset({"-W", "-X", "-Q"})
+PYTHON_CHECK_MODULES = frozenset({"unittest", "doctest", "py_compile", "compileall"})
+PYTHON_CLI_MODULES = _names(
     "pip pytest mypy flake8 pylint pyflakes pycodestyle ruff black isort tox nox pyright"
 )
 """`python -m X ...` behaves as the program X."""
 
-_FORMATTERS: dict[str, tuple[frozenset[str], frozenset[str], bool]] = {
+FORMATTERS: dict[str, tuple[frozenset[str], frozenset[str], bool]] = {
     "black": (frozenset({"--check", "--diff"}), frozenset(), True),
     "isort": (frozenset({"--check", "--check-only", "-c", "--diff"}), frozenset(), True),
     "prettier": (
@@ -270,7 +270,7 @@ they rewrite files by default)."""
 # Declaring completion
 
 
-_COMPLETION = re.compile(
+COMPLETION = re.compile(
     r"""\b(?:
         (?:the\s+|this\s+|my\s+|your\s+)?(?:task|work|job|implementation|everything)
             \s+(?:(?:is|has\s+been|was)\s+)?(?:now\s+)?
@@ -286,11 +286,11 @@ _COMPLETION = re.compile(
 """A sentence that names the task complete; also the submission markers that harnesses
 read from a command's output (mini-SWE-agent's COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT)."""
 
-_NEGATION = re.compile(r"\b(?:not|never|cannot|unable|incomplete)\b|n't\b", re.IGNORECASE)
+NEGATION = re.compile(r"\b(?:not|never|cannot|unable|incomplete)\b|n't\b", re.IGNORECASE)
 
-_BARE_DONE = frozenset({"done", "all done", "complete", "completed", "finished", "submitted"})
+BARE_DONE = frozenset({"done", "all done", "complete", "completed", "finished", "submitted"})
 """What `echo` may print to declare completion when it is the whole action (`echo DONE`);
 after other commands (`make && echo done`) it only reports progress."""
 
-_SUBMIT_PROGRAMS = frozenset({"submit"})
+SUBMIT_PROGRAMS = frozenset({"submit"})
 """Commands that submit in agent harnesses (SWE-agent's `submit`)."""

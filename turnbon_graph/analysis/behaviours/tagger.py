@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from turnbon_graph.analysis.behaviours.facts import _line_facts
-from turnbon_graph.analysis.behaviours.tables import _COMPLETION, _NEGATION, _Fact
+from turnbon_graph.analysis.behaviours.facts import line_facts
+from turnbon_graph.analysis.behaviours.tables import COMPLETION, NEGATION, Fact
 
 TAGS: tuple[str, ...] = (
     "edits_file",
@@ -40,7 +40,7 @@ def tag_command(command: str, history: Sequence[tuple[str, int | None]] | None =
     (plain tuples or `Executed`); it decides `tests_last_edit` and `loops`. Never raises:
     a line that does not parse is tagged from a best-effort word split."""
     history = list(history or [])
-    facts = _line_facts(command)
+    facts = line_facts(command)
     tags: set[str] = set()
     if any(f.edits for f in facts):
         tags.add("edits_file")
@@ -70,10 +70,10 @@ def declares_complete(text: str) -> bool:
     completed the task, or that nothing more is needed, with no negation in that sentence
     ("not", "n't", "cannot", "unable", "incomplete"). Conservative: a summary of what was
     done that never says the task is complete does not count."""
-    if _OPENS_DONE.match(text) and not _NEGATION.search(_SENTENCE_END.split(text, 1)[0]):
+    if _OPENS_DONE.match(text) and not NEGATION.search(_SENTENCE_END.split(text, 1)[0]):
         return True
     return any(
-        _COMPLETION.search(sentence) and not _NEGATION.search(sentence)
+        COMPLETION.search(sentence) and not NEGATION.search(sentence)
         for sentence in _SENTENCE_END.split(text)
     )
 
@@ -102,7 +102,7 @@ def _repeats_failure(command: str, previous: tuple[str, int | None]) -> bool:
     return bool(line) and exit_code not in (None, 0) and _normalise(before) == line
 
 
-def _runs_untested_edit(facts: list[_Fact], history: list[tuple[str, int | None]]) -> bool:
+def _runs_untested_edit(facts: list[Fact], history: list[tuple[str, int | None]]) -> bool:
     """Tests its last edit (Table 4): "Runs code while the latest edit is untested, i.e., no
     turn since the edit has run or tested anything." The history is replayed in order: an
     edit leaves the workspace untested, running code or a test or check tests it. Within
@@ -116,12 +116,12 @@ def _runs_untested_edit(facts: list[_Fact], history: list[tuple[str, int | None]
 
 
 @functools.lru_cache(maxsize=4096)
-def _cached_facts(command: str) -> tuple[_Fact, ...]:
+def _cached_facts(command: str) -> tuple[Fact, ...]:
     """A history command's facts: an analysis replays the same history for every turn."""
-    return tuple(_line_facts(command))
+    return tuple(line_facts(command))
 
 
-def _replay(facts: Sequence[_Fact], untested: bool) -> tuple[bool, bool]:
+def _replay(facts: Sequence[Fact], untested: bool) -> tuple[bool, bool]:
     """(whether code ran while an edit was untested, whether an edit is untested after)."""
     ran_untested = False
     for fact in facts:

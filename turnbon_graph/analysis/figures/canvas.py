@@ -18,12 +18,14 @@ SIGNIFICANT = "*"
 """The mark drawn next to a difference with p < alpha (its text artist has this text)."""
 
 
-def _unique(values: Iterable[str]) -> list[str]:
+def unique_labels(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def _grid(rows: int, columns: int, *, width: float, height: float) -> tuple[Figure, list[Axes]]:
-    """`plots._figure` for a grid of panels of the given size (inches each)."""
+def light_grid(
+    rows: int, columns: int, *, width: float, height: float
+) -> tuple[Figure, list[Axes]]:
+    """`plots.new_figure` for a grid of panels of the given size (inches each)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -36,7 +38,7 @@ def _grid(rows: int, columns: int, *, width: float, height: float) -> tuple[Figu
     return figure, axes
 
 
-def _star(ax: Axes, x: float, y: float) -> None:
+def star_marker(ax: Axes, x: float, y: float) -> None:
     ax.annotate(
         SIGNIFICANT,
         (x, y),
@@ -48,7 +50,7 @@ def _star(ax: Axes, x: float, y: float) -> None:
     )
 
 
-def _star_handle() -> Line2D:
+def star_handle() -> Line2D:
     """A legend entry for the significance star."""
     from matplotlib.lines import Line2D
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from turnbon_graph.analysis.figures.canvas import SIGNIFICANT, _grid, _star_handle, _unique
+from turnbon_graph.analysis.figures.canvas import (
+    SIGNIFICANT,
+    light_grid,
+    star_handle,
+    unique_labels,
+)
 from turnbon_graph.bench.plots import BASELINE_COLOR, setting_colors
 
 if TYPE_CHECKING:
@@ -27,8 +32,8 @@ def plot_flagged(shares: Sequence[FlaggedShare], *, alpha: float = 0.05) -> Figu
 
     if not shares:
         raise ValueError("plot_flagged needs shares: flagged_shares(...) gave none")
-    rubrics = _unique(s.rubric for s in shares)
-    settings = _unique(s.setting for s in shares)
+    rubrics = unique_labels(s.rubric for s in shares)
+    settings = unique_labels(s.setting for s in shares)
     baseline = shares[0].baseline
     others = [s for s in settings if s != baseline]
     colors = setting_colors(settings, baseline)
@@ -36,7 +41,7 @@ def plot_flagged(shares: Sequence[FlaggedShare], *, alpha: float = 0.05) -> Figu
     titles = {
         s.rubric: s.title + (" (passing)" if s.applies_to == "passed" else "") for s in shares
     }
-    figure, (ax,) = _grid(1, 1, width=7.0, height=1.3 + 0.3 * len(rubrics))
+    figure, (ax,) = light_grid(1, 1, width=7.0, height=1.3 + 0.3 * len(rubrics))
     ax.grid(axis="y", visible=False)
     ax.grid(axis="x", alpha=0.3, zorder=0)
     dodge = 0.3 / max(1, len(others))
@@ -87,7 +92,7 @@ def plot_flagged(shares: Sequence[FlaggedShare], *, alpha: float = 0.05) -> Figu
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
     figure.legend(
-        [*unique.values(), _star_handle()],
+        [*unique.values(), star_handle()],
         [*unique, f"vs {baseline}: p < {alpha:g}"],
         loc="outside lower center",
         ncols=len(unique) + 1,

@@ -7,12 +7,17 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from turnbon_graph.analysis.figures.canvas import _grid, _star, _star_handle, _unique
+from turnbon_graph.analysis.figures.canvas import (
+    light_grid,
+    star_handle,
+    star_marker,
+    unique_labels,
+)
 from turnbon_graph.bench.plots import (
-    _PALETTE,
     BASELINE_COLOR,
-    _percent_axis,
+    PALETTE,
     legend_color,
+    percent_axis,
     setting_colors,
 )
 
@@ -39,7 +44,7 @@ _LENGTH_LABELS = {
     "reasoning_tokens": ("Reasoning tokens", "reasoning tokens per turn"),
     "command_chars": ("Command characters", "command characters per turn"),
 }
-_PICKED_COLOR = _PALETTE[0]
+_PICKED_COLOR = PALETTE[0]
 
 
 # ----------------------------------------------------------------------------- Figure 4
@@ -55,13 +60,13 @@ def plot_preference(
 
     if not results:
         raise ValueError("plot_preference needs results: behaviour_preference(...) gave none")
-    behaviours = _unique(r.behaviour for r in results)
-    settings = _unique(r.setting for r in results)
+    behaviours = unique_labels(r.behaviour for r in results)
+    settings = unique_labels(r.setting for r in results)
     cell = {(r.behaviour, r.setting): r for r in results}
     turns = {r.setting: r.turns for r in results}
     columns = max(1, min(columns, len(behaviours)))
     rows = math.ceil(len(behaviours) / columns)
-    figure, axes = _grid(rows, columns, width=3.1, height=2.7)
+    figure, axes = light_grid(rows, columns, width=3.1, height=2.7)
     xs = list(range(len(settings)))
     # One y-scale for every panel, so the panels compare at a glance.
     top = max((max(r.picked_share, r.chance_share) for r in results), default=0.0)
@@ -87,13 +92,13 @@ def plot_preference(
                 continue
             high = max(result.picked_share, result.chance_share)
             if result.p_value < alpha:
-                _star(ax, x, high)
+                star_marker(ax, x, high)
         ax.set_title(BEHAVIOUR_TITLES.get(behaviour, behaviour.replace("_", " ")), fontsize=10)
         ax.set_xticks(xs, settings)
         ax.set_xlim(-0.5, len(settings) - 0.5)
         ax.set_ylim(0, ylim)
         ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))  # whole percents
-        _percent_axis(ax)
+        percent_axis(ax)
     for ax in axes[len(behaviours) :]:
         ax.set_visible(False)
     for ax in axes[::columns]:
@@ -102,7 +107,7 @@ def plot_preference(
         if position % columns:  # the shared scale is read off the first panel of a row
             ax.tick_params(labelleft=False)
     figure.legend(
-        handles=[*axes[0].lines[:2], _star_handle()],
+        handles=[*axes[0].lines[:2], star_handle()],
         labels=["picked by the selector", "chance (random pick)", f"gap p < {alpha:g}"],
         loc="outside lower center",
         ncols=3,
@@ -132,11 +137,11 @@ def plot_lengths(comparisons: Sequence[LengthComparison], *, alpha: float = 0.05
 
     if not comparisons:
         raise ValueError("plot_lengths needs comparisons: length_comparison(...) gave none")
-    measures = _unique(c.metric for c in comparisons)
-    settings = _unique(c.setting for c in comparisons)
+    measures = unique_labels(c.metric for c in comparisons)
+    settings = unique_labels(c.setting for c in comparisons)
     base = comparisons[0].baseline_setting
     colors = setting_colors([base, *settings], base)
-    figure, axes = _grid(1, len(measures), width=5.2, height=4.2)
+    figure, axes = light_grid(1, len(measures), width=5.2, height=4.2)
     width = 0.26
     for ax, measure in zip(axes, measures, strict=True):
         rows = {c.setting: c for c in comparisons if c.metric == measure}
@@ -166,7 +171,7 @@ def plot_lengths(comparisons: Sequence[LengthComparison], *, alpha: float = 0.05
                     zorder=2,
                 )
                 if test is not None and test.p_value < alpha:
-                    _star(ax, x + offset, value)
+                    star_marker(ax, x + offset, value)
         title, ylabel = _LENGTH_LABELS.get(measure, (measure, measure))
         ax.set_title(title)
         ax.set_ylabel(ylabel)
@@ -191,7 +196,7 @@ def plot_lengths(comparisons: Sequence[LengthComparison], *, alpha: float = 0.05
             Patch(facecolor=swatch, label="picked"),
             Patch(facecolor=swatch, alpha=0.45, hatch="//", edgecolor="white", label="unpicked"),
             Patch(facecolor=BASELINE_COLOR, label=f"baseline ({base})"),
-            _star_handle(),
+            star_handle(),
         ],
         labels=["picked", "unpicked (mean)", f"baseline ({base})", f"vs picked: p < {alpha:g}"],
         loc="outside lower center",

@@ -8,9 +8,9 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from turnbon_graph.analysis.figures.canvas import _grid
+from turnbon_graph.analysis.figures.canvas import light_grid
 from turnbon_graph.analysis.rollouts import RolloutReport, RolloutSummary, summarise
-from turnbon_graph.bench.plots import BASELINE_COLOR, _jitter, _percent_axis, setting_colors
+from turnbon_graph.bench.plots import BASELINE_COLOR, jitter_offsets, percent_axis, setting_colors
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -61,7 +61,7 @@ def plot_oracle_realised(reports: Sequence[RolloutReport]) -> Figure:
     summaries = rollout_summaries(reports)
     labels = list(summaries)
     colors = setting_colors(labels, baseline="")
-    figure, (ax,) = _grid(1, 1, width=max(5.5, 1.5 * len(labels) + 2), height=4.4)
+    figure, (ax,) = light_grid(1, 1, width=max(5.5, 1.5 * len(labels) + 2), height=4.4)
     for x, label in enumerate(labels):
         summary = summaries[label]
         if summary.mean_oracle is None:
@@ -96,7 +96,7 @@ def plot_oracle_realised(reports: Sequence[RolloutReport]) -> Figure:
     )
     ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.set_ylim(0, 1.12)
-    _percent_axis(ax)
+    percent_axis(ax)
     ax.set_xlabel("selector")
     ax.set_ylabel("value (mean pass of its rollouts)")
     ax.set_title("Oracle vs realised value of the turn's candidates (complete turns)")
@@ -134,7 +134,7 @@ def plot_headroom(reports: Sequence[RolloutReport]) -> Figure:
                 points[label].append((turn.turn, turn.h))
     labels = list(points)
     colors = setting_colors(labels, baseline="")
-    figure, (by_turn, by_selector) = _grid(1, 2, width=5.6, height=4.2)
+    figure, (by_turn, by_selector) = light_grid(1, 2, width=5.6, height=4.2)
     dodge = 0.5 / max(1, len(labels))
     positions: set[int] = set()
     lowest, highest = _H_RANGE
@@ -159,7 +159,7 @@ def plot_headroom(reports: Sequence[RolloutReport]) -> Figure:
         means = _means_by(pairs)
         by_turn.plot([t + offset for t in means], list(means.values()), color=color, linewidth=1.5)
         values = [h for _, h in pairs]
-        jitter = _jitter(len(values), 0.15, seed=i)
+        jitter = jitter_offsets(len(values), 0.15, seed=i)
         by_selector.scatter([i + j for j in jitter], values, color=color, s=18, alpha=0.7, zorder=3)
         mean = sum(values) / len(values)
         by_selector.scatter(
@@ -196,7 +196,7 @@ def plot_h_vs_rho(reports: Sequence[RolloutReport]) -> Figure:
     selector's scores and the candidates' values), with the identity line the study
     predicts (h ~ rho_v). Only scoring selectors record scores: without any turn that
     has both, the panel says so."""
-    figure, (ax,) = _grid(1, 1, width=5.2, height=4.6)
+    figure, (ax,) = light_grid(1, 1, width=5.2, height=4.6)
     points: dict[str, list[tuple[float, float]]] = {}
     for report in reports:
         for turn in report.turns:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.analysis.judge.prompt import (
     MAX_ACTION_CHARS,
     MAX_OUTPUT_CHARS,
@@ -28,7 +29,6 @@ from turnbon_graph.analysis.judge.prompt import (
 from turnbon_graph.analysis.judge.rubrics import Rubric, check_unique, load_rubrics
 from turnbon_graph.analysis.trajectories import Trajectory, load_trajectories
 from turnbon_graph.bench.runs import append_line, read_lines
-from turnbon_graph.client import LiteLLMClient
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
 from turnbon_graph.selectors.model_call import ModelCaller, gather_all

@@ -8,10 +8,10 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from turnbon_graph._secrets import redact, secret_values
 from turnbon_graph.analysis.judge import VERDICTS_FILE, JudgeVerdict, read_verdicts
 from turnbon_graph.bench.registry import load_environment
 from turnbon_graph.bench.runs import EPISODES_FILE, SETTINGS_FILE, RunSettings, read_episodes
-from turnbon_graph.client import redact, secret_values
 from turnbon_graph.errors import ConfigurationError
 
 REASON_CHARS = 300

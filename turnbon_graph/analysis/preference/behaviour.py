@@ -23,9 +23,9 @@ from pydantic import BaseModel
 
 from turnbon_graph.analysis.preference.turns import (
     History,
-    _no_multi,
-    _settings,
-    _task_means,
+    no_multi,
+    setting_order,
+    task_means,
 )
 from turnbon_graph.analysis.trajectories import Trajectory, command_of
 from turnbon_graph.bench.metrics import bootstrap_differences
@@ -131,9 +131,9 @@ def behaviour_preference(
     def tag(candidate: CandidateRecord, history: History) -> frozenset[str]:
         return candidate_tags(candidate, history, tagger)
 
-    settings = {s: data for s, data in _settings(trajectories, tag).items() if data.pools}
+    settings = {s: data for s, data in setting_order(trajectories, tag).items() if data.pools}
     if not settings:
-        raise _no_multi(trajectories)
+        raise no_multi(trajectories)
     results = []
     for name, data in settings.items():
         tasks = {pool.task for pool in data.pools}
@@ -146,7 +146,7 @@ def behaviour_preference(
                 picked.append(float(shows[pool.picked]))
                 chance.append(sum(shows) / len(shows))
                 informative += 0 < sum(shows) < len(shows)
-            per_task = _task_means(
+            per_task = task_means(
                 (pool.task, p - c) for pool, p, c in zip(data.pools, picked, chance, strict=True)
             )
             test = bootstrap_differences(

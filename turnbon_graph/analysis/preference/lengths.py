@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from turnbon_graph.analysis.preference.turns import _no_multi, _settings, _task_means
+from turnbon_graph.analysis.preference.turns import no_multi, setting_order, task_means
 from turnbon_graph.analysis.trajectories import Trajectory, command_of
 from turnbon_graph.bench.metrics import BootstrapResult, bootstrap_differences
 from turnbon_graph.records import CandidateRecord
@@ -100,10 +100,10 @@ def length_comparison(
     Without the baseline setting in `trajectories`, its fields and comparison are None.
     Raises ValueError when no setting has N>1 or none of their turns counts."""
     trajectories = list(trajectories)
-    multi = {s: data for s, data in _settings(trajectories, None).items() if data.pools}
+    multi = {s: data for s, data in setting_order(trajectories, None).items() if data.pools}
     if not multi:
-        raise _no_multi(trajectories)
-    base = _settings((t for t in trajectories if t.setting == baseline), None, multi_only=False)
+        raise no_multi(trajectories)
+    base = setting_order((t for t in trajectories if t.setting == baseline), None, multi_only=False)
     base_pools = base[baseline].pools if baseline in base else []
 
     def bootstrap(diffs: Sequence[float]) -> BootstrapResult | None:
@@ -123,10 +123,10 @@ def length_comparison(
                     mean_other = sum(others) / len(others)
                     pairs.append((pool.task, value - mean_other, mean_other))
             base_values = [measure(p.candidates[p.picked]) for p in base_pools]
-            picked_by_task = _task_means(
+            picked_by_task = task_means(
                 (p.task, v) for p, v in zip(data.pools, picked, strict=True)
             )
-            base_by_task = _task_means(
+            base_by_task = task_means(
                 (p.task, v) for p, v in zip(base_pools, base_values, strict=True)
             )
             shared = [t for t in picked_by_task if t in base_by_task]
@@ -143,7 +143,7 @@ def length_comparison(
                     baseline_setting=baseline,
                     baseline_turns=len(base_values),
                     baseline=sum(base_values) / len(base_values) if base_values else None,
-                    vs_unpicked=bootstrap(list(_task_means((t, d) for t, d, _ in pairs).values())),
+                    vs_unpicked=bootstrap(list(task_means((t, d) for t, d, _ in pairs).values())),
                     vs_baseline=bootstrap([picked_by_task[t] - base_by_task[t] for t in shared]),
                     resamples=resamples,
                     synthesized_turns=data.synthesized_turns,

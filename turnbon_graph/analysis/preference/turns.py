@@ -91,7 +91,7 @@ def _pool(task: str, turn: TurnView) -> _Pool:
     return _Pool(task, turn.candidates, before)
 
 
-def _settings(
+def setting_order(
     trajectories: Iterable[Trajectory],
     tag: Callable[[CandidateRecord, History], frozenset[str]] | None,
     *,
@@ -125,7 +125,7 @@ def _settings(
     return dict(sorted(found.items(), key=lambda item: (item[1].n, item[0])))
 
 
-def _no_multi(trajectories: Sequence[Trajectory]) -> ValueError:
+def no_multi(trajectories: Sequence[Trajectory]) -> ValueError:
     seen = sorted({t.setting for t in trajectories})
     return ValueError(
         "no setting with N>1 in these trajectories (settings: "
@@ -133,7 +133,7 @@ def _no_multi(trajectories: Sequence[Trajectory]) -> ValueError:
     )
 
 
-def _task_means(values: Iterable[tuple[str, float]]) -> dict[str, float]:
+def task_means(values: Iterable[tuple[str, float]]) -> dict[str, float]:
     """Mean value per task (turns pooled across trials), tasks in sorted order."""
     grouped: dict[str, list[float]] = defaultdict(list)
     for task, value in values:

@@ -27,9 +27,9 @@ if TYPE_CHECKING:  # analysis modules are read without paying for LangGraph
     from langchain_core.runnables import RunnableConfig
 
     from turnbon_graph.bench.episode import EpisodeEnd
-    from turnbon_graph.candidates import Candidate
     from turnbon_graph.records import TurnRecord
-    from turnbon_graph.turn import TurnEngine
+    from turnbon_graph.turn.candidates import Candidate
+    from turnbon_graph.turn.engine import TurnEngine
 
 
 @runtime_checkable
@@ -47,7 +47,7 @@ def continuation_engine(engine: TurnEngine) -> TurnEngine:
     no selector call (what the plain agent would do from there)."""
     from turnbon_graph.config import TurnConfig
     from turnbon_graph.selectors.simple import FirstSelector
-    from turnbon_graph.turn import TurnEngine
+    from turnbon_graph.turn.engine import TurnEngine
 
     return TurnEngine(
         generator=engine.generator,
@@ -176,7 +176,7 @@ class _LiveRun:
         ]
 
     async def _maybe_branch(self, snapshot: Any, later: Sequence[str]) -> None:
-        from turnbon_graph.candidates import candidate_from_state, group_by_action
+        from turnbon_graph.turn.candidates import candidate_from_state, group_by_action
 
         messages: list[BaseMessage] = list(snapshot.values["messages"])
         number = len(_records(messages)) + 1
@@ -348,7 +348,7 @@ def _candidate_value(candidate: Candidate) -> CandidateValue:
 
 
 def _records(messages: Sequence[BaseMessage]) -> list[TurnRecord]:
-    from turnbon_graph.turn import turn_record
+    from turnbon_graph.turn.engine import turn_record
 
     return [r for m in messages if (r := turn_record(m)) is not None]
 

@@ -37,8 +37,8 @@ from turnbon_graph.bench.ray_runner import (
 
 if TYPE_CHECKING:
     from turnbon_graph.bench.limits import ClusterLimit
-    from turnbon_graph.generate import ModelPool
     from turnbon_graph.selectors.base import Selector
+    from turnbon_graph.turn.generator import ModelPool
 
 
 class RolloutWorker:

@@ -24,7 +24,7 @@ from turnbon_graph.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from turnbon_graph.selectors.base import Selector
-    from turnbon_graph.turn import TurnEngine
+    from turnbon_graph.turn.engine import TurnEngine
 
 
 def selector_label(selector: str | Selector | None, model: str) -> str:

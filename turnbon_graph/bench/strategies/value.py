@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from turnbon_graph.client import CompletionClient
+from turnbon_graph._litellm.client import CompletionClient
 from turnbon_graph.selectors.model_call import Asked, ModelCaller
 from turnbon_graph.selectors.prompting import (
     answer_section,

@@ -66,7 +66,7 @@ class Candidate:
         return CandidateRecord(
             index=self.index,
             model=self.model,
-            content=_text(message.content) if message is not None else None,
+            content=candidate_text(message.content) if message is not None else None,
             tool_calls=[
                 {"name": call["name"], "args": call["args"], "id": call.get("id")}
                 for call in message.tool_calls
@@ -95,7 +95,7 @@ class Candidate:
         )
 
 
-def _text(content: str | list[Any]) -> str:
+def candidate_text(content: str | list[Any]) -> str:
     """Plain text of a message's content, whatever its block structure."""
     if isinstance(content, str):
         return content
@@ -130,7 +130,7 @@ def canonical_action(message: AIMessage, ignore_args: Sequence[str] = ()) -> str
             for call in message.invalid_tool_calls
         ]
         return "invalid:" + json.dumps(invalid, sort_keys=True, ensure_ascii=False)
-    return "text:" + " ".join(_text(message.content).split())
+    return "text:" + " ".join(candidate_text(message.content).split())
 
 
 def electable(candidates: Sequence[Candidate]) -> list[int]:

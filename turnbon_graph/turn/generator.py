@@ -10,143 +10,29 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
-    InvalidToolCall,
-    SystemMessage,
-    convert_to_openai_messages,
 )
-from langchain_core.output_parsers.openai_tools import make_invalid_tool_call, parse_tool_call
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field
 
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.client import (
-    LiteLLMClient,
-    call_failure,
-    check_reserved,
-    describe_error,
-    load_litellm,
-    redact,
-    redact_value,
-    secret_values,
-)
+from turnbon_graph._litellm.client import LiteLLMClient, check_reserved
+from turnbon_graph._litellm.failures import call_failure, describe_error
+from turnbon_graph._litellm.loading import load_litellm
+from turnbon_graph._litellm.model_map import choice_tokens, supports_native_n, supports_native_tools
+from turnbon_graph._secrets import redact, secret_values, without_secrets
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.litellm_calls import choice_tokens, supports_native_n, supports_native_tools
-from turnbon_graph.prompted_tools import parse_prompted_reply, prompted_request
-from turnbon_graph.records import Usage, split_usage
+from turnbon_graph.openai.messages import message_from_choice, to_openai_messages
+from turnbon_graph.records import split_usage
+from turnbon_graph.turn.candidates import Candidate
+from turnbon_graph.turn.prompted_tools import parse_prompted_reply, prompted_request
 
-# Private reasoning keys LiteLLM puts on a message; kept, replayed, never shown to a selector.
-REASONING_KEYS = ("reasoning_content", "thinking_blocks")
-
-ToolLike = BaseTool | Callable[..., Any]
 ToolCalling = Literal["auto", "native", "prompted"]
 NativeN = bool | Literal["auto"]
-
-
-def to_openai_messages(
-    messages: Sequence[BaseMessage], system_prompt: str | None = None
-) -> list[dict[str, Any]]:
-    """OpenAI-format messages for LiteLLM, with private reasoning put back on assistant turns.
-
-    `convert_to_openai_messages` drops `additional_kwargs`; providers with thinking
-    (Anthropic, DeepSeek) need it replayed on the assistant message that used tools.
-    It drops `invalid_tool_calls` too, which would leave the error results the graph
-    gives them (`ToolMessage`s with their ids) answering no call: they go out as calls.
-    """
-    out: list[dict[str, Any]] = []
-    if system_prompt and not any(isinstance(m, SystemMessage) for m in messages):
-        out.append({"role": "system", "content": system_prompt})
-    for message in messages:
-        converted = convert_to_openai_messages(message)
-        if isinstance(message, AIMessage):
-            for key in REASONING_KEYS:
-                if message.additional_kwargs.get(key):
-                    converted[key] = message.additional_kwargs[key]
-            if message.invalid_tool_calls:
-                converted["tool_calls"] = [
-                    *converted.get("tool_calls", []),
-                    *map(_invalid_call_to_openai, message.invalid_tool_calls),
-                ]
-        out.append(converted)
-    return out
-
-
-def _invalid_call_to_openai(call: InvalidToolCall) -> dict[str, Any]:
-    # Empty arguments: several providers' adapters decode them and would fail the whole
-    # request on the raw text, which the error result quotes instead.
-    return {
-        "id": call.get("id"),
-        "type": "function",
-        "function": {"name": call.get("name") or "", "arguments": "{}"},
-    }
-
-
-def to_openai_tools(tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
-    return [convert_to_openai_tool(tool) for tool in tools]
-
-
-def message_from_choice(choice: Any, response: Any, usage: Usage | None) -> AIMessage:
-    """An `AIMessage` from one LiteLLM choice; malformed tool-call arguments become
-    `invalid_tool_calls` instead of an exception."""
-    raw = choice.message
-    tool_calls = []
-    invalid_tool_calls = []
-    for raw_call in getattr(raw, "tool_calls", None) or []:
-        as_dict = raw_call.model_dump() if hasattr(raw_call, "model_dump") else dict(raw_call)
-        try:
-            parsed = parse_tool_call(as_dict, return_id=True)
-        except Exception as exc:  # OutputParserException on bad JSON arguments
-            invalid_tool_calls.append(make_invalid_tool_call(as_dict, str(exc)))
-        else:
-            if parsed is not None:
-                tool_calls.append(parsed)
-    additional_kwargs: dict[str, Any] = {}
-    for key in REASONING_KEYS:
-        value = getattr(raw, key, None)
-        if value:
-            additional_kwargs[key] = value
-    refusal = getattr(raw, "refusal", None)
-    if refusal:
-        additional_kwargs["refusal"] = refusal
-    metadata: dict[str, Any] = {
-        "model_name": getattr(response, "model", None),
-        "finish_reason": getattr(choice, "finish_reason", None),
-    }
-    usage_metadata = None
-    if usage is not None:
-        usage_metadata = {
-            "input_tokens": usage.prompt_tokens,
-            "output_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens,
-            "output_token_details": {"reasoning": usage.reasoning_tokens},
-        }
-    return AIMessage(
-        content=raw.content or "",
-        tool_calls=tool_calls,
-        invalid_tool_calls=invalid_tool_calls,
-        additional_kwargs=additional_kwargs,
-        response_metadata=metadata,
-        usage_metadata=usage_metadata,
-        id=getattr(response, "id", None),
-    )
-
-
-def without_secrets(message: AIMessage, secrets: list[str]) -> AIMessage:
-    """`message` with every secret replaced in its text, tool-call arguments and extra
-    fields: a provider that echoes a key or a header must not have it recorded, traced, or
-    run in an agent's shell."""
-    fields = ("content", "tool_calls", "invalid_tool_calls", "additional_kwargs")
-    update = {name: redact_value(getattr(message, name), secrets) for name in fields}
-    if all(update[name] == getattr(message, name) for name in fields):
-        return message  # nothing to hide: no copy
-    return message.model_copy(update=update)
 
 
 class CandidateSource(Protocol):

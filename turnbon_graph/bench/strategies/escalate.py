@@ -5,7 +5,7 @@ Each turn the trajectory proposes N candidates (one generator call). When their 
 (the share of the successful candidates proposing the most common valid action,
 `candidates.agreement`) is below `agree`, the turn is sampled again, N candidates with
 more effort: `reasoning_effort` one step above the one the model works at, where the
-model takes it (`litellm_calls.reasoning_efforts`), else the think-step-by-step variant
+model takes it (`_litellm.model_map.reasoning_efforts`), else the think-step-by-step variant
 of the prompt (`STEP_BY_STEP`, added to the system prompt). The selector then picks among
 the escalated candidates only: the first batch's disagreement is why they were asked
 for, and they replace it (its candidates stay in the turn record,
@@ -25,17 +25,17 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
+from turnbon_graph._litellm.model_map import EFFORT_ORDER, Efforts, reasoning_efforts
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.candidates import agreement
-from turnbon_graph.generate import CandidateGenerator
-from turnbon_graph.litellm_calls import EFFORT_ORDER, Efforts, reasoning_efforts
+from turnbon_graph.bench.strategies.budget import characters
+from turnbon_graph.bench.strategies.search import Search, Strategy
+from turnbon_graph.bench.strategies.trajectory import Trajectory
+from turnbon_graph.bench.strategies.tree import TreeNode
 from turnbon_graph.records import EscalationRecord, Usage
-from turnbon_graph.strategies.budget import characters
-from turnbon_graph.strategies.search import Search, Strategy
-from turnbon_graph.strategies.trajectory import Trajectory
-from turnbon_graph.strategies.tree import TreeNode
-from turnbon_graph.turn import TurnEngine, turn_record
-from turnbon_graph.turn_state import GeneratedTurn
+from turnbon_graph.turn.candidates import agreement
+from turnbon_graph.turn.engine import TurnEngine, turn_record
+from turnbon_graph.turn.generator import CandidateGenerator
+from turnbon_graph.turn.state import GeneratedTurn
 
 STEP_BY_STEP = (
     "Before you act, think step by step: what the task asks for, what the work so far has "

@@ -23,17 +23,23 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from turnbon_graph.bench.environment import Budgeted, Episode, TaskSpec
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.candidates import Candidate, group_by_action
-from turnbon_graph.generate import to_openai_tools
+from turnbon_graph.bench.strategies.budget import Ledger, characters
+from turnbon_graph.bench.strategies.trajectory import (
+    Pick,
+    Trajectory,
+    describe,
+    step_size,
+    take_step,
+)
+from turnbon_graph.bench.strategies.tree import Fate, TreeNode, short_action
+from turnbon_graph.openai.messages import to_openai_tools
 from turnbon_graph.records import Usage
-from turnbon_graph.strategies.budget import Ledger, characters
-from turnbon_graph.strategies.trajectory import Pick, Trajectory, describe, step_size, take_step
-from turnbon_graph.strategies.tree import Fate, TreeNode, short_action
-from turnbon_graph.turn import TurnEngine, turn_record
+from turnbon_graph.turn.candidates import Candidate, group_by_action
+from turnbon_graph.turn.engine import TurnEngine, turn_record
 
 if TYPE_CHECKING:
-    from turnbon_graph.strategies.value import ValueModel
-    from turnbon_graph.turn_state import GeneratedTurn
+    from turnbon_graph.bench.strategies.value import ValueModel
+    from turnbon_graph.turn.state import GeneratedTurn
 
 Plan = list[tuple[Trajectory, int]]
 """The turn's expansion: each trajectory with the candidates it proposes."""

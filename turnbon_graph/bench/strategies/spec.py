@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from turnbon_graph.strategies.names import (
+from turnbon_graph.bench.strategies.names import (
     DEFAULT_AGREE,
     DEFAULT_HORIZON,
     DEFAULT_WIDTH,

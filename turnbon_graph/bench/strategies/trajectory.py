@@ -13,9 +13,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from turnbon_graph.bench.environment import Episode, TaskSpec
-from turnbon_graph.candidates import Candidate
-from turnbon_graph.graph import invalid_call_results, turns_since_human
 from turnbon_graph.selectors.base import Selection
+from turnbon_graph.turn.candidates import Candidate
+from turnbon_graph.turn.tool_errors import invalid_call_results, turns_since_human
 
 
 @dataclass
@@ -99,7 +99,7 @@ async def take_step(
 
 def step_size(child: Trajectory, parent: Trajectory) -> int:
     """Characters the step added (its action and observation), for the budget's estimates."""
-    from turnbon_graph.strategies.budget import characters
+    from turnbon_graph.bench.strategies.budget import characters
 
     return characters(child.messages[len(parent.messages) :])
 

@@ -10,8 +10,8 @@ import math
 import random
 from collections import Counter
 
-from turnbon_graph.strategies.search import Plan, Search, Strategy
-from turnbon_graph.strategies.trajectory import Trajectory
+from turnbon_graph.bench.strategies.search import Plan, Search, Strategy
+from turnbon_graph.bench.strategies.trajectory import Trajectory
 
 
 def softmax(scores: list[float], temperature: float) -> list[float]:

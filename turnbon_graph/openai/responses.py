@@ -1,5 +1,5 @@
 """The OpenAI Responses API wire format, both ways, on top of the chat one
-(`openai_format`): a `POST /v1/responses` body into the `ChatRequest` a turn takes, and
+(`openai.chat`): a `POST /v1/responses` body into the `ChatRequest` a turn takes, and
 the chosen `AIMessage` into a `response` object or its stream of events.
 
 The translation is LiteLLM's own (`LiteLLMCompletionResponsesConfig`: Responses request
@@ -25,20 +25,17 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage
 
 from turnbon_graph.errors import ConfigurationError, RequestFieldError
-from turnbon_graph.openai_format import (
+from turnbon_graph.openai.chat import RECORD_FIELD, ChatRequest, chat_completion, parse_chat_request
+from turnbon_graph.openai.fields import (
     FORWARDED,
     IGNORED,
-    RECORD_FIELD,
     REFUSED,
-    ChatRequest,
-    _boolean,
-    _Check,
-    _fail,
-    _object,
-    _one_of,
-    _string,
-    chat_completion,
-    parse_chat_request,
+    Check,
+    boolean,
+    fail,
+    json_object,
+    one_of,
+    string,
 )
 
 if TYPE_CHECKING:
@@ -59,7 +56,7 @@ __all__ = [
 
 def _tools(name: str, value: Any) -> None:
     if not isinstance(value, list):
-        _fail(name, "a list of function tools", value)
+        fail(name, "a list of function tools", value)
     for i, tool in enumerate(value):
         if (
             not isinstance(tool, Mapping)
@@ -83,11 +80,11 @@ def _tool_choice(name: str, value: Any) -> None:
         and isinstance(value.get("name"), str)
     ):
         return
-    _fail(name, "'none', 'auto', 'required' or {'type': 'function', 'name': ...}", value)
+    fail(name, "'none', 'auto', 'required' or {'type': 'function', 'name': ...}", value)
 
 
 def _text(name: str, value: Any) -> None:
-    _object(name, value)
+    json_object(name, value)
     given = value.get("format")
     if given is not None:
         schema = given.get("schema", {}) if isinstance(given, Mapping) else None
@@ -99,7 +96,7 @@ def _text(name: str, value: Any) -> None:
                 and isinstance(schema, Mapping)
             )
         ):
-            _fail(
+            fail(
                 f"{name}.format",
                 "{'type': 'text'}, {'type': 'json_object'} or {'type': 'json_schema', "
                 "'name', 'schema'}",
@@ -110,14 +107,14 @@ def _text(name: str, value: Any) -> None:
 
 
 def _reasoning(name: str, value: Any) -> None:
-    _object(name, value)
+    json_object(name, value)
     for key in ("effort", "summary", "generate_summary"):
         if value.get(key) is not None:
-            _string(f"{name}.{key}", value[key])
+            string(f"{name}.{key}", value[key])
 
 
 def _background(name: str, value: Any) -> None:
-    _boolean(name, value)
+    boolean(name, value)
     if value:
         raise RequestFieldError(
             name, "background is not supported: a turn is answered in its own request"
@@ -126,12 +123,12 @@ def _background(name: str, value: Any) -> None:
 
 def _strings(name: str, value: Any) -> None:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        _fail(name, "a list of strings", value)
+        fail(name, "a list of strings", value)
 
 
-READ_FIELDS: Mapping[str, _Check] = MappingProxyType(
+READ_FIELDS: Mapping[str, Check] = MappingProxyType(
     {
-        "instructions": _string,
+        "instructions": string,
         "tools": _tools,
         "tool_choice": _tool_choice,
         "parallel_tool_calls": FORWARDED["parallel_tool_calls"],
@@ -146,7 +143,7 @@ READ_FIELDS: Mapping[str, _Check] = MappingProxyType(
 `tool_choice`, `max_tokens`, `response_format`, `reasoning_effort`, ...), each with the
 check its value passes first."""
 
-IGNORED_FIELDS: Mapping[str, _Check | None] = MappingProxyType(
+IGNORED_FIELDS: Mapping[str, Check | None] = MappingProxyType(
     {
         **{
             name: IGNORED[name]
@@ -162,8 +159,8 @@ IGNORED_FIELDS: Mapping[str, _Check | None] = MappingProxyType(
             )
         },
         "include": _strings,  # extra output (logprobs, encrypted reasoning): none is made
-        "truncation": _one_of("auto", "disabled"),
-        "stream_options": _object,
+        "truncation": one_of("auto", "disabled"),
+        "stream_options": json_object,
         "background": _background,  # false only
     }
 )
@@ -243,7 +240,7 @@ def parse_responses_request(body: Any, *, model: str) -> ResponsesRequest:
     if not isinstance(name, str):
         raise RequestFieldError("model", "model must be a string")
     if body.get("stream") is not None:
-        _boolean("stream", body["stream"])
+        boolean("stream", body["stream"])
     given: Any = body.get("input")
     _check_input(given)
     read: dict[str, Any] = {}
@@ -299,11 +296,11 @@ def _check_input(given: Any) -> None:
     if isinstance(given, str):
         return
     if not isinstance(given, list):
-        _fail("input", "a string or a list of input items", given)
+        fail("input", "a string or a list of input items", given)
     for i, item in enumerate(given):
         where = f"input[{i}]"
         if not isinstance(item, Mapping):
-            _fail(where, "an object", item)
+            fail(where, "an object", item)
         kind = item.get("type", "message")
         if kind not in _ITEM_TYPES:
             raise RequestFieldError(

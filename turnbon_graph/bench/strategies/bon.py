@@ -5,7 +5,7 @@ budget, which the search loop can keep to."""
 
 from __future__ import annotations
 
-from turnbon_graph.strategies.search import Strategy
+from turnbon_graph.bench.strategies.search import Strategy
 
 
 class BestOfN(Strategy):

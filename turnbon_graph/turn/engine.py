@@ -3,7 +3,7 @@
 The single engine behind both `create_turnbon_graph` and `ChatTurnBoN`, so the graph and
 the chat model cannot drift apart. It has two phases because the graph runs them as two
 nodes: the candidates are checkpointed between them, so a selector that pauses the graph
-(or a crash) never costs a regeneration (`turn_state.GeneratedTurn`).
+(or a crash) never costs a regeneration (`turn.state.GeneratedTurn`).
 """
 
 from __future__ import annotations
@@ -15,25 +15,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from turnbon_graph.candidates import (
-    Candidate,
-    agreement,
-    fallback_choice,
-    group_by_action,
-)
-from turnbon_graph.config import (
-    TurnConfig,
-    call_client,
-    resolve_selector,
-    reveal_secrets,
-    turn_config,
-)
+from turnbon_graph._secrets import reveal_secrets
+from turnbon_graph.config import TurnConfig, TurnOptions, takes_turn_options, turn_config
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
-from turnbon_graph.generate import CandidateGenerator, CandidateSource, ModelPool
 from turnbon_graph.records import (
     RECORD_KEY,
     JSONLTraceSink,
@@ -45,7 +33,10 @@ from turnbon_graph.records import (
     UsageSplit,
 )
 from turnbon_graph.selectors.base import Selection, Selector
-from turnbon_graph.turn_state import GeneratedTurn
+from turnbon_graph.turn._builder import call_client, resolve_selector
+from turnbon_graph.turn.candidates import Candidate, agreement, fallback_choice, group_by_action
+from turnbon_graph.turn.generator import CandidateGenerator, CandidateSource, ModelPool
+from turnbon_graph.turn.state import GeneratedTurn
 
 EventSink = Callable[[dict[str, Any]], None]
 """Receives progress events: candidate_arrived, candidate_failed, selection_made."""
@@ -101,12 +92,25 @@ class TurnEngine:
         return cls(generator=generator, selector=selector, config=config)
 
     @classmethod
+    @takes_turn_options
     def from_options(
-        cls, model: ModelPool, *, config: TurnConfig | None = None, **options: Any
+        cls, model: ModelPool, *, config: TurnConfig | None = None, **options: Unpack[TurnOptions]
     ) -> TurnEngine:
         """`from_config` with the entry points' keywords: a `config`, and/or any
         `TurnConfig` option by name (over `config`)."""
         return cls.from_config(model, turn_config(config, **options))
+
+    async def run(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        on_event: EventSink | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> AIMessage:
+        """Both phases: the chosen message for `messages`."""
+        turn = await self.generate(messages, tools=tools, on_event=on_event, extra=extra)
+        return await self.select(messages, turn, on_event=on_event)
 
     def transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The messages both generator and selector see: the prompt first, unless the
@@ -363,18 +367,6 @@ class TurnEngine:
             by_position = {p: s for g, s in zip(groups, scores, strict=True) for p in g}
             scores = [by_position[p] for p in range(len(ok))]
         return selection.model_copy(update={"index": groups[selection.index][0], "scores": scores})
-
-    async def run(
-        self,
-        messages: Sequence[BaseMessage],
-        *,
-        tools: list[dict[str, Any]] | None = None,
-        on_event: EventSink | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> AIMessage:
-        """Both phases: the chosen message for `messages`."""
-        turn = await self.generate(messages, tools=tools, on_event=on_event, extra=extra)
-        return await self.select(messages, turn, on_event=on_event)
 
 
 def _action(message: AIMessage) -> dict[str, Any]:

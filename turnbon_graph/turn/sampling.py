@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from turnbon_graph.candidates import Candidate, agreement, plurality_position
 from turnbon_graph.records import RECORD_KEY, TurnRecord, Usage
+from turnbon_graph.turn.candidates import Candidate, agreement, plurality_position
 
 
 class AdaptiveN(BaseModel):

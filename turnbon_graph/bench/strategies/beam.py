@@ -5,7 +5,7 @@ on. It is the base `Strategy`'s behaviour, named here."""
 
 from __future__ import annotations
 
-from turnbon_graph.strategies.search import Strategy
+from turnbon_graph.bench.strategies.search import Strategy
 
 
 class Beam(Strategy):

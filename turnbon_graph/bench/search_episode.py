@@ -9,7 +9,7 @@ import asyncio
 import random
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
@@ -17,24 +17,21 @@ from turnbon_graph.bench.attempt import TurnLog
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.episode import EpisodeEnd, classify_failure, verdict_outcome
 from turnbon_graph.bench.runs import EpisodeResult, current_worker, tree_path, turns_path
+from turnbon_graph.bench.strategies.beam import Beam
+from turnbon_graph.bench.strategies.bon import BestOfN
+from turnbon_graph.bench.strategies.budget import Ledger
+from turnbon_graph.bench.strategies.escalate import Escalate, escalated_effort
+from turnbon_graph.bench.strategies.lookahead import Lookahead
+from turnbon_graph.bench.strategies.particle import Particles
+from turnbon_graph.bench.strategies.search import Search, Strategy
+from turnbon_graph.bench.strategies.spec import StrategySpec
+from turnbon_graph.bench.strategies.trajectory import Trajectory
+from turnbon_graph.bench.strategies.tree import TreeNode, write_tree
+from turnbon_graph.bench.strategies.value import ValueModel
 from turnbon_graph.config import CONNECTION_KEYS
-from turnbon_graph.generate import CandidateGenerator
 from turnbon_graph.records import UsageSplit
-from turnbon_graph.strategies.beam import Beam
-from turnbon_graph.strategies.bon import BestOfN
-from turnbon_graph.strategies.budget import Ledger
-from turnbon_graph.strategies.escalate import Escalate, escalated_effort
-from turnbon_graph.strategies.lookahead import Lookahead
-from turnbon_graph.strategies.particle import Particles
-from turnbon_graph.strategies.search import Search, Strategy
-from turnbon_graph.strategies.spec import StrategySpec
-from turnbon_graph.strategies.trajectory import Trajectory
-from turnbon_graph.strategies.tree import TreeNode, write_tree
-from turnbon_graph.strategies.value import ValueModel
-from turnbon_graph.turn import TurnEngine, turn_record
-
-if TYPE_CHECKING:
-    from turnbon_graph.bench.plan import BenchConfig
+from turnbon_graph.turn.engine import TurnEngine, turn_record
+from turnbon_graph.turn.generator import CandidateGenerator
 
 
 def make_strategy(spec: StrategySpec, n: int, seed: str, effort: str | None = None) -> Strategy:
@@ -72,18 +69,18 @@ def value_model(
 async def run_search_episode(
     environment: Environment,
     engine: TurnEngine,
-    config: BenchConfig,
+    spec: StrategySpec,
     task: TaskSpec,
     trial: int,
     n: int,
     run_dir: Path,
     *,
     setting: str | None = None,
+    value_kwargs: dict[str, Any] | None = None,
 ) -> EpisodeResult:
-    """One attempt by `config.strategy`: the search, then the verifier on its choice.
-    `setting`: the setting's label in the run (default: the strategy's own)."""
-    spec = config.search
-    assert spec is not None
+    """One attempt by the search strategy `spec`: the search, then the verifier on its
+    choice. `setting`: the setting's label in the run (default: the strategy's own);
+    `value_kwargs`: the value model's connection (`BenchConfig.value_kwargs`)."""
     setting = setting or spec.label(n)
     started = time.monotonic()
     ledger = Ledger(spec.token_budget)
@@ -91,7 +88,7 @@ async def run_search_episode(
     if spec.name == "escalate":  # model-map look-ups, off the event loop
         effort = await asyncio.to_thread(escalated_effort, engine.generator)
     strategy = make_strategy(spec, n, f"{engine.config.seed}|{task.id}|{trial}", effort)
-    value = value_model(engine, spec, config.value_kwargs) if strategy.forks else None
+    value = value_model(engine, spec, value_kwargs) if strategy.forks else None
     chosen: Trajectory | None = None
     search: Search | None = None
     try:

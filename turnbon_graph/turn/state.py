@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from turnbon_graph.candidates import (
+from turnbon_graph.records import SamplingRecord
+from turnbon_graph.turn.candidates import (
     Candidate,
     candidate_from_state,
     candidate_to_state,
     electable,
 )
-from turnbon_graph.records import SamplingRecord
 
 
 @dataclass

@@ -24,9 +24,9 @@ import dataclasses
 
 from turnbon_graph.bench.environment import Episode
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.strategies.budget import characters
-from turnbon_graph.strategies.search import Search, Strategy, candidate_tokens
-from turnbon_graph.strategies.trajectory import Trajectory
+from turnbon_graph.bench.strategies.budget import characters
+from turnbon_graph.bench.strategies.search import Search, Strategy, candidate_tokens
+from turnbon_graph.bench.strategies.trajectory import Trajectory
 
 
 class Lookahead(Strategy):

@@ -16,7 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.constants import TAG_NOSTREAM
 
-from turnbon_graph.client import CallResult
+from turnbon_graph._litellm.client import CallResult
 from turnbon_graph.records import Usage
 
 __all__ = ["ChatModelClient", "chat_model_label", "usage_of_message"]

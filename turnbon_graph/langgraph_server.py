@@ -32,7 +32,7 @@ from typing import Any
 from langchain_core.tools import tool
 from langgraph.graph.state import CompiledStateGraph
 
-from turnbon_graph.client import redact, secret_values
+from turnbon_graph._secrets import redact, secret_values
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.graph import create_turnbon_agent
 from turnbon_graph.selectors import (

@@ -1,0 +1,51 @@
+"""Importing LiteLLM: once, off the event loop, with its bundled price map.
+
+`import litellm` takes seconds and makes blocking calls, so it is never done at import
+time nor inside a coroutine on the loop: `load_litellm` runs it on a thread the first
+time, `import_litellm` for code off any loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import threading
+from types import ModuleType
+
+_litellm: ModuleType | None = None
+
+
+_importing = threading.Lock()
+
+
+def _import_litellm() -> ModuleType:
+    global _litellm
+    with _importing:  # one import at a time, so none sees a half-initialised module
+        if _litellm is None:
+            use_bundled_price_map()
+            _litellm = importlib.import_module("litellm")
+    return _litellm
+
+
+def import_litellm() -> ModuleType:
+    """LiteLLM, imported here and now if it is not yet (with the bundled price map,
+    `use_bundled_price_map`); for code off any event loop (`load_litellm` on one)."""
+    return _litellm if _litellm is not None else _import_litellm()
+
+
+def use_bundled_price_map() -> None:
+    """Makes LiteLLM read the price map bundled with it instead of fetching the newest one
+    from the internet when it is imported (a network call at import stalls offline and
+    sandboxed runs). A choice made in the environment stands: set
+    `LITELLM_LOCAL_MODEL_COST_MAP=False` to let LiteLLM fetch it."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+async def load_litellm() -> ModuleType:
+    """LiteLLM, imported off the event loop the first time. Importing it takes seconds and
+    makes blocking calls (files, os.getcwd) that would stall every coroutine of the loop,
+    and that LangGraph Server refuses; afterwards a plain `import litellm` is free."""
+    if _litellm is not None:
+        return _litellm
+    return await asyncio.to_thread(_import_litellm)
