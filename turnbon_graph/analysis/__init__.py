@@ -7,8 +7,9 @@ Names are imported on first use (PEP 562): `tag_command` does not pay for LangGr
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from turnbon_graph._exports import lazy_exports
 
 if TYPE_CHECKING:
     from turnbon_graph.analysis.behaviours import TAGS, Executed, declares_complete, tag_command
@@ -107,13 +108,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SOURCES:
-        value = getattr(import_module(f"turnbon_graph.analysis.{_SOURCES[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'turnbon_graph.analysis' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _SOURCES)
