@@ -130,7 +130,10 @@ _SELECTORS = frozenset(
     }
 )
 """Selector names the package root exported before they lived in `turnbon_graph.selectors`
-alone: still found here, with a `DeprecationWarning`, for one minor version."""
+alone: still found here, with a `DeprecationWarning`, for one minor version. Listed, not
+read from `selectors.__all__`: a selector added later was never here, and looking would
+import the selectors (and LangChain) on every unknown name, `from turnbon_graph import
+testing` included."""
 
 _lazy_getattr, __dir__ = lazy_exports(__name__, _SOURCES)
 
