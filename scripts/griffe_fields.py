@@ -2,23 +2,26 @@
 
 griffe-fieldz turns the fields of a pydantic model or a dataclass into the class's
 parameter table, each described where it is declared (`Field(description=...)` or the
-field's docstring), so no class repeats its fields in an `Args:` section. A TypedDict is
-left as it is: its keys are not a constructor's parameters (`TurnOptions` points at
-`TurnConfig`, which describes each option), and their annotations read back as
-`ForwardRef(...)`.
+field's docstring), so no class repeats its fields in an `Args:` section. Two changes:
+a TypedDict is left as it is (its keys are not a constructor's parameters: `TurnOptions`
+points at `TurnConfig`, which describes each option; and their annotations read back as
+`ForwardRef(...)`), and a field is never described by its default factory's docstring
+(`default_factory=dict` would show `dict`'s), only by its own, and its default is what the
+factory makes (`{}`, not `<class 'dict'>`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from griffe import Class, dynamic_import
+import fieldz
+from griffe import Class, DocstringSectionParameters, dynamic_import
 from griffe_fieldz import FieldzExtension
 from typing_extensions import is_typeddict
 
 
 class DataclassFields(FieldzExtension):
-    """griffe-fieldz for pydantic models and dataclasses, not TypedDicts."""
+    """griffe-fieldz for pydantic models and dataclasses, described by their own fields."""
 
     def on_class_members(self, *, cls: Class, **kwargs: Any) -> None:
         """Add the fields of `cls` to its docstring's parameters, unless it is a TypedDict.
@@ -28,8 +31,43 @@ class DataclassFields(FieldzExtension):
             **kwargs: what griffe passes every extension (the node, the visitor).
         """
         try:
-            if is_typeddict(dynamic_import(cls.path)):
-                return
-        except ImportError:
+            runtime = dynamic_import(cls.path)
+            fields = fieldz.fields(runtime) if not is_typeddict(runtime) else None
+        except (ImportError, TypeError):  # not importable, or not a data class
+            fields = None
+        if fields is None:
             return
+        docs = {name: a.docstring.value for name, a in cls.attributes.items() if a.docstring}
+        given = {entry.name for entry in _parameters(cls)}  # the docstring's own Args
         super().on_class_members(cls=cls, **kwargs)
+        by_name = {f.name: f for f in fields}
+        for entry in _parameters(cls):
+            field = by_name.get(entry.name)
+            if field is None:
+                continue
+            if entry.name not in given and not (
+                field.description or field.metadata.get("description")
+            ):
+                entry.description = docs.get(entry.name, "")
+            if field.default_factory is not field.MISSING:
+                entry.value = _made_by(field.default_factory)
+
+
+def _made_by(factory: Any) -> str:
+    """What a default factory makes, as its repr (`<dynamic>` if it cannot be made)."""
+    try:
+        return repr(factory())
+    except Exception:  # a factory that needs arguments or state: not shown
+        return "<dynamic>"
+
+
+def _parameters(cls: Class) -> list[Any]:
+    """The entries of `cls`'s docstring's parameters section(s)."""
+    if cls.docstring is None:
+        return []
+    return [
+        entry
+        for section in cls.docstring.parsed
+        if isinstance(section, DocstringSectionParameters)
+        for entry in section.value
+    ]
