@@ -7,7 +7,8 @@ a TypedDict is left as it is (its keys are not a constructor's parameters: `Turn
 points at `TurnConfig`, which describes each option; and their annotations read back as
 `ForwardRef(...)`), and a field is never described by its default factory's docstring
 (`default_factory=dict` would show `dict`'s), only by its own, and its default is what the
-factory makes (`{}`, not `<class 'dict'>`).
+factory makes (`{}`, not `<class 'dict'>`). The table comes where an `Args:` section would,
+before the docstring's other sections (`Raises:`, `Examples:`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import fieldz
-from griffe import Class, DocstringSectionParameters, dynamic_import
+from griffe import (
+    Class,
+    DocstringSectionParameters,
+    dynamic_import,
+)
 from griffe_fieldz import FieldzExtension
 from typing_extensions import is_typeddict
 
@@ -40,6 +45,12 @@ class DataclassFields(FieldzExtension):
         docs = {name: a.docstring.value for name, a in cls.attributes.items() if a.docstring}
         given = {entry.name for entry in _parameters(cls)}  # the docstring's own Args
         super().on_class_members(cls=cls, **kwargs)
+        if cls.docstring is not None and not given:  # the table first, after the text
+            parsed = cls.docstring.parsed
+            tables = [s for s in parsed if isinstance(s, DocstringSectionParameters)]
+            rest = [s for s in parsed if s not in tables]
+            at = next((i for i, s in enumerate(rest) if s.kind.value != "text"), len(rest))
+            parsed[:] = [*rest[:at], *tables, *rest[at:]]
         by_name = {f.name: f for f in fields}
         for entry in _parameters(cls):
             field = by_name.get(entry.name)
