@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "Good morning" > /app/greeting.txt
