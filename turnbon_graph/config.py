@@ -279,7 +279,20 @@ def takes_turn_options(function: F) -> F:
 
 def turn_config(config: TurnConfig | None = None, **options: Unpack[TurnOptions]) -> TurnConfig:
     """The configuration an entry point runs on: `config`, with any keyword `options`
-    over it. Bad or unknown options raise `ConfigurationError`."""
+    over it.
+
+    Args:
+        config: a ready `TurnConfig`; None starts from the defaults.
+        **options: any `TurnConfig` option by name, over `config`; `TurnConfig`
+            describes each one.
+
+    Returns:
+        `config` itself when no option is given, else a new, validated `TurnConfig`.
+
+    Raises:
+        ConfigurationError: `config` is not a `TurnConfig`, or an option is unknown or
+            has a bad value; the message names each bad option and what it allows.
+    """
     if config is not None and not isinstance(config, TurnConfig):
         raise ConfigurationError(f"config must be a TurnConfig, got {config!r}")
     try:

@@ -313,8 +313,12 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: str = Field(min_length=1)
+    """The LiteLLM model id."""
     n: int = Field(1, ge=1)
+    """How many consecutive slots of the pool this model fills (candidate i comes from
+    slot i % slots)."""
     completion_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Settings for this model's calls, over the shared `completion_kwargs`."""
 
 
 ModelPool = str | Sequence[str | ModelSpec]

@@ -38,13 +38,31 @@ class AdaptiveN(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     first_batch: int = Field(2, ge=1)
+    """Candidates sampled first; more come only when these do not agree enough."""
     step: int = Field(2, ge=1)
+    """Candidates each later batch adds, up to the cap."""
     threshold: float = Field(0.75, gt=0.0, le=1.0)
+    """Share of the successful candidates (0 to 1) that must propose the plurality action
+    for it to be committed without a selector call."""
     mutating_tools: frozenset[str] = frozenset()
+    """Names of the tools with side effects."""
     mutating_min: int = Field(4, ge=1)
+    """Successful candidates a commit needs when the plurality action calls one of
+    `mutating_tools` (at most the cap); any other action needs one."""
 
     def next_step(self, candidates: Sequence[Candidate], launched: int, cap: int) -> Step:
-        """After a batch: commit the plurality, sample `size` more, or select at the cap."""
+        """After a batch: commit the plurality, sample `size` more, or select at the cap.
+
+        Args:
+            candidates: every candidate of the turn so far, failed ones included.
+            launched: how many candidate calls the turn has launched.
+            cap: the most calls the turn may make (its `n`, or fewer under a `Budget`).
+
+        Returns:
+            The decision, with its `reason` for the turn record's `sampling.stopped`
+                (`commit`, the plurality action's position among the successful
+                candidates; `size`, how many more to sample; or neither, select now).
+        """
         ok = [c for c in candidates if c.ok]
         if ok:
             share = agreement(ok)
@@ -80,21 +98,33 @@ class EarlyCommit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     min_candidates: int = Field(2, ge=1)
+    """Successful candidates to wait for before the grace period starts."""
     grace_s: float = Field(0.0, ge=0.0)
+    """Seconds to wait for more after that (0: select at once); then the stragglers'
+    calls are cancelled."""
 
 
 class Budget(BaseModel):
     """Caps on generator + selector usage, per turn and per episode (since the last human
     message). Before a turn, the candidates it may afford are estimated from the previous
     turns' records; below two it runs one candidate and no selector. Cost caps apply only
-    where LiteLLM prices the model."""
+    where LiteLLM prices the model.
+
+    Raises:
+        pydantic.ValidationError: no cap is given, or one is not positive (as the
+            `budget` option, a `ConfigurationError`).
+    """
 
     model_config = ConfigDict(frozen=True)
 
     turn_tokens: int | None = Field(None, gt=0)
+    """Tokens one turn may use, generator and selector together."""
     episode_tokens: int | None = Field(None, gt=0)
+    """Tokens the turns since the last human message may use together."""
     turn_cost_usd: float | None = Field(None, gt=0)
+    """US dollars one turn may cost."""
     episode_cost_usd: float | None = Field(None, gt=0)
+    """US dollars the turns since the last human message may cost together."""
 
     @model_validator(mode="after")
     def _some_cap(self) -> Budget:
@@ -104,7 +134,17 @@ class Budget(BaseModel):
         return self
 
     def affordable(self, n: int, messages: Sequence[BaseMessage]) -> tuple[int, str | None]:
-        """How many candidates this turn may sample (1..n), and why fewer than n."""
+        """How many candidates this turn may sample (1..n), and why fewer than n.
+
+        Args:
+            n: the turn's `n`, the most it samples.
+            messages: the thread so far: the turn records on its messages since the last
+                human message are what the estimate is made from.
+
+        Returns:
+            The number of candidates, and why it is below `n` (the turn record's
+                `sampling.budget`) or None; `(n, None)` before the episode's first record.
+        """
         records = episode_records(messages)
         if not records:
             return n, None  # nothing to estimate from yet
