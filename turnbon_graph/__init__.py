@@ -20,6 +20,11 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from turnbon_graph._exports import install_moved_modules, lazy_exports
+from turnbon_graph._litellm.price_map import use_bundled_price_map
+
+# Before anything imports LiteLLM, the user's own `import litellm` after this one included:
+# it then reads its bundled price map instead of fetching one at import.
+use_bundled_price_map()
 
 try:  # declared once, in pyproject.toml: the installed distribution's metadata says it
     __version__ = version("turnbon-graph")

@@ -30,7 +30,7 @@ from typing import Any, TypeVar, Unpack
 import httpx
 from langchain_core.messages import AIMessage
 
-from turnbon_graph._litellm.loading import use_bundled_price_map
+from turnbon_graph._litellm.price_map import use_bundled_price_map
 from turnbon_graph._secrets import redact, reveal_secrets, secret_values
 from turnbon_graph.config import TurnConfig, TurnOptions, takes_turn_options, turn_config
 from turnbon_graph.errors import (

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import http.server
+import os
 import re
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,59 @@ def test_using_the_library_does_not_import_litellm_until_a_call() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+class _PriceMapHost(http.server.BaseHTTPRequestHandler):
+    """Stands in for the host LiteLLM fetches its price map from: counts the requests."""
+
+    fetches = 0
+
+    def do_GET(self) -> None:
+        type(self).fetches += 1
+        self.send_error(404)  # not retried: LiteLLM keeps its bundled map
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def _fetches_at_import(code: str, price_map_url: str) -> subprocess.CompletedProcess[str]:
+    # No LiteLLM setting and no proxy from the test's environment (conftest.py sets the
+    # variable under test); the price map's URL is the loopback stand-in.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LITELLM_") and "proxy" not in k.lower()
+    }
+    env["LITELLM_MODEL_COST_MAP_URL"] = price_map_url
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def test_importing_the_package_before_litellm_keeps_litellm_from_fetching_its_price_map() -> None:
+    """`import turnbon_graph; import litellm`: LiteLLM reads its bundled price map and
+    opens no connection to fetch one; LiteLLM imported alone does fetch (so the stand-in
+    host would have seen it)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _PriceMapHost)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/model_prices.json"
+    try:
+        alone = _fetches_at_import("import litellm", url)
+        assert alone.returncode == 0, alone.stderr[-2000:]
+        assert _PriceMapHost.fetches >= 1, "LiteLLM alone fetched nothing: the probe sees nothing"
+        _PriceMapHost.fetches = 0
+        code = (
+            "import os, turnbon_graph; print(os.environ.get('LITELLM_LOCAL_MODEL_COST_MAP')); "
+            "import litellm"
+        )
+        first = _fetches_at_import(code, url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert _PriceMapHost.fetches == 0
+    assert "model cost map" not in first.stderr
+    assert first.stdout.strip() == "True"
 
 
 def _project() -> dict[str, Any]:

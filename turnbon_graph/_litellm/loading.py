@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import os
 import threading
 from types import ModuleType
+
+from turnbon_graph._litellm.price_map import use_bundled_price_map
 
 _litellm: ModuleType | None = None
 
@@ -32,14 +33,6 @@ def import_litellm() -> ModuleType:
     """LiteLLM, imported here and now if it is not yet (with the bundled price map,
     `use_bundled_price_map`); for code off any event loop (`load_litellm` on one)."""
     return _litellm if _litellm is not None else _import_litellm()
-
-
-def use_bundled_price_map() -> None:
-    """Makes LiteLLM read the price map bundled with it instead of fetching the newest one
-    from the internet when it is imported (a network call at import stalls offline and
-    sandboxed runs). A choice made in the environment stands: set
-    `LITELLM_LOCAL_MODEL_COST_MAP=False` to let LiteLLM fetch it."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 async def load_litellm() -> ModuleType:

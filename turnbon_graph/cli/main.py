@@ -4,7 +4,6 @@ function that runs it. Imports stay inside the commands so `--help` answers at o
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 
@@ -34,8 +33,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     args.argv = argv  # for the resume hints of bench and rollouts
-    # LiteLLM otherwise fetches its price list from the internet at import time.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from turnbon_graph.errors import TurnBoNError
 
     handler: Handler = args.handler
