@@ -75,6 +75,14 @@ class AllCandidatesFailedError(TurnBoNError):
         last_error: str,
         failures: Sequence[CallFailure | None] = (),
     ) -> None:
+        """The error of a turn whose `n` calls to `model` all failed.
+
+        Args:
+            model: the model(s) the calls went to, as the message names them.
+            n: how many candidate calls were made.
+            last_error: the last failure's description, secrets redacted.
+            failures: how each call failed, in candidate order (None where unknown).
+        """
         self.model = model
         self.n = n
         self.last_error = last_error

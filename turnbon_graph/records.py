@@ -22,15 +22,21 @@ class Usage(BaseModel):
     """Token counts as the provider reported them, and cost where LiteLLM prices the model."""
 
     calls: int = 0
+    """Model calls counted (a call with `n` counts once)."""
     prompt_tokens: int = 0
+    """Input tokens."""
     completion_tokens: int = 0
+    """Output tokens, reasoning included."""
     reasoning_tokens: int = 0
+    """Output tokens spent on private reasoning (part of `completion_tokens`)."""
     cached_tokens: int = 0
     """Prompt tokens served from the provider's prompt cache (part of `prompt_tokens`)."""
     cost_usd: float | None = None
+    """US dollars by LiteLLM's `completion_cost`; None where the model is not priced."""
 
     @property
     def total_tokens(self) -> int:
+        """Prompt and completion tokens together."""
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
@@ -82,33 +88,49 @@ def _apportion(amount: int, shares: Sequence[float]) -> list[int]:
 
 
 class UsageSplit(BaseModel):
+    """A turn's usage, split between who spent it."""
+
     generator: Usage = Field(default_factory=Usage)
+    """The candidates' calls."""
     selector: Usage = Field(default_factory=Usage)
+    """The selector's calls (none when the candidates agreed)."""
 
 
 class LatencySplit(BaseModel):
+    """A turn's seconds, per phase."""
+
     generate: float = 0.0
+    """Seconds `generate` took, every batch included."""
     select: float = 0.0
+    """Seconds `select` took: the selector's calls, and a resample's."""
 
 
 class CandidateRecord(BaseModel):
     """One candidate as the record keeps it: its action, never its private reasoning."""
 
     index: int
+    """Its slot in generation order (0..N-1)."""
     model: str
+    """The model that proposed it."""
     content: str | None = None
+    """Its text; None for a failed call."""
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    """Its tool calls: `{name, args, id}`."""
     invalid_tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     """Calls whose arguments could not be parsed: `{name, args (the raw string), id,
     error}`. A candidate with any is invalid: chosen only when every candidate is."""
     finish_reason: str | None = None
+    """The provider's finish reason (`stop`, `tool_calls`, `length`, ...)."""
     error: str | None = None
+    """Why its call failed, secrets redacted; None when it succeeded."""
     usage: Usage = Field(default_factory=Usage)
+    """What its call cost."""
     usage_estimated: bool = False
     """Its `usage` is its share of one call's usage (a call with `n`: the provider
     reports one usage), split by each candidate's completion tokens; the shares of a
     turn add up to what the provider reported."""
     latency_s: float = 0.0
+    """Seconds its call took, retries included."""
     deployment: str | None = None
     """The `litellm.Router` deployment that served it (its `model_info` id), if routed."""
 
@@ -134,7 +156,9 @@ class SamplingRecord(BaseModel):
     """How the turn sampled: calls launched per batch, and why it stopped."""
 
     calls: int = 0
+    """Candidate calls launched in all."""
     batches: list[int] = Field(default_factory=list)
+    """Calls launched per batch (one batch unless `adaptive`)."""
     stopped: str | None = None
     """Why sampling ended early (agreement, cap, ...); None when every batch ran to the end."""
     cancelled: list[int] = Field(default_factory=list)
@@ -157,17 +181,32 @@ class TurnRecord(BaseModel):
     """Everything about one Turn-BoN turn; `selected_index` indexes `candidates`."""
 
     turn_id: str
+    """A random id, in the turn's progress events too."""
     n_requested: int
+    """Candidates the turn launched."""
     n_ok: int
+    """Candidates whose calls succeeded."""
     selected_index: int
+    """The chosen candidate's `index` (generation order)."""
     selector: str
+    """Who chose: the selector's name, or `unanimous`/`single` (the candidates agreed,
+    no selector call), `agreement` (adaptive sampling committed) or `invalid` (no
+    candidate's tool calls parsed)."""
     fallback: str | None = None
+    """Why the choice fell back to a rule (the selector failed or rejected every
+    candidate), and to which; None when it did not."""
     permutation: list[int] | None = None
+    """Candidate indices in the order the selector was shown them."""
     selector_answer: str | None = None
+    """The selector's own answer, as it gave it (a model selector's reply text)."""
     agreement: float
+    """Share of the successful candidates proposing the plurality action."""
     candidates: list[CandidateRecord]
+    """Every candidate, failed ones included, in generation order."""
     usage: UsageSplit
+    """Tokens and cost, generator and selector apart."""
     latency_s: LatencySplit
+    """Seconds, generate and select apart."""
     scores: list[float | None] | None = None
     """A scoring selector's score per candidate (generation order), or None."""
     synthesized: dict[str, Any] | None = None
@@ -176,8 +215,15 @@ class TurnRecord(BaseModel):
     resamples: int = 0
     """How often every candidate was rejected and the turn sampled a fresh batch."""
     sampling: SamplingRecord = Field(default_factory=SamplingRecord)
+    """How the turn sampled: calls, batches, and why it stopped or took fewer."""
 
     def to_json(self) -> dict[str, Any]:
+        """The record as plain JSON values.
+
+        Returns:
+            What the chosen message carries in `response_metadata["turnbon"]` and a trace
+                line holds; `TurnRecord.model_validate` reads it back.
+        """
         return self.model_dump(mode="json")
 
     @property
@@ -193,18 +239,35 @@ class TurnRecord(BaseModel):
 class TraceSink(Protocol):
     """Receives one record per turn, after the choice is made."""
 
-    def write(self, record: TurnRecord) -> None: ...
+    def write(self, record: TurnRecord) -> None:
+        """Takes one turn's record. Called on the turn's event loop: keep it quick.
+
+        Args:
+            record: the turn's record, as the chosen message carries it.
+        """
+        ...
 
 
 class JSONLTraceSink:
     """Appends one JSON line per turn to a file; safe to share between concurrent turns."""
 
     def __init__(self, path: str | Path) -> None:
+        """A sink on `path`.
+
+        Args:
+            path: the JSON-lines file to append to; it and its folder are made as
+                needed.
+        """
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
 
     def write(self, record: TurnRecord) -> None:
+        """Appends `record` to the file as one JSON line.
+
+        Args:
+            record: the turn's record.
+        """
         line = json.dumps(record.to_json(), ensure_ascii=False)
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")

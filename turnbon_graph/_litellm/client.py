@@ -40,9 +40,14 @@ class CallResult:
     """One completed call: the raw LiteLLM response and what it cost."""
 
     response: Any
+    """LiteLLM's `ModelResponse`, as it returned it."""
     usage: Usage
+    """The call's tokens, and its cost where LiteLLM prices the model."""
     latency_s: float
+    """Seconds from the call's start to its response: waiting for a slot, the rate limit
+    and retries included."""
     attempts: int
+    """Attempts it took (1 when the first succeeded)."""
     deployment: str | None = None
     """The Router deployment that served a routed call (its `model_info` id)."""
 
@@ -51,7 +56,17 @@ class CompletionClient(Protocol):
     """What a model-calling selector calls through: `LiteLLMClient`, or a chat model's
     (`_litellm.chat_model.ChatModelClient`)."""
 
-    async def complete(self, **kwargs: Any) -> CallResult: ...
+    async def complete(self, **kwargs: Any) -> CallResult:
+        """One chat completion.
+
+        Args:
+            **kwargs: `litellm.acompletion`'s arguments: `model`, `messages`, and any
+                completion settings (`response_format`, `temperature`, ...).
+
+        Returns:
+            The response, with its usage and latency.
+        """
+        ...
 
 
 class SharedLimit(Protocol):
@@ -94,6 +109,28 @@ class LiteLLMClient:
         router: Any = None,
         shared_limit: SharedLimit | None = None,
     ) -> None:
+        """A client with its own limits; a turn's options make one (`TurnConfig`'s
+        `max_concurrency`, `rate_limit`, `timeout`, `max_retries`, `seed`, `router`).
+
+        Args:
+            max_concurrency: the most calls in flight at once; None: no cap.
+            rate_limit: requests per second the calls may start at; None: no limit.
+            timeout: seconds per call attempt; None: LiteLLM's own.
+            max_retries: retries of a retryable failure after the first attempt.
+            backoff_base: seconds before the first retry, doubled each retry (with
+                jitter), at least what a Retry-After asks.
+            max_backoff: the longest wait before a retry; a Retry-After over it fails
+                the call at once.
+            seed: makes the backoff's jitter reproducible.
+            router: a `litellm.Router`; calls to its model groups go through it, and it
+                retries them.
+            shared_limit: a limit shared with other processes (`bench.limits.ClusterLimit`
+                on Ray), held inside this client's own for every call.
+
+        Raises:
+            ConfigurationError: a limit is out of range (`max_concurrency` < 1,
+                `rate_limit` or `timeout` <= 0, `max_retries` < 0).
+        """
         if max_concurrency is not None and max_concurrency < 1:
             raise ConfigurationError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
         if rate_limit is not None and rate_limit <= 0:
@@ -131,8 +168,23 @@ class LiteLLMClient:
         return semaphore
 
     async def complete(self, **kwargs: Any) -> CallResult:
-        """One chat completion, retried as configured. Raises the last error when retries
-        run out; its message has every secret from `kwargs` redacted."""
+        """One chat completion, retried as configured.
+
+        Args:
+            **kwargs: `litellm.acompletion`'s arguments: `model`, `messages`, and any
+                completion settings; a `timeout` here overrides the client's.
+
+        Returns:
+            The response, with its usage (priced where LiteLLM prices the model), latency,
+                attempts, and the Router deployment that served a routed call.
+
+        Raises:
+            ConfigurationError: the provider's key is missing or refused (it names the
+                variable to set); never retried.
+            Exception: LiteLLM's error of the last attempt when retries run out, or at
+                once for one not worth retrying; its message has every secret from
+                `kwargs` redacted (a `CallFailedError` stands in for one that had to be).
+        """
         litellm: Any = await load_litellm()
         # LiteLLM prints a help banner for every failed call; a turn records its failures
         # (and retries them), so the banner is noise here.
@@ -202,7 +254,11 @@ class LiteLLMClient:
     async def slot(self) -> AsyncIterator[None]:
         """Holds one of the `max_concurrency` places for a call, once the rate limit lets
         it start. Calls made some other way (an agent's own model, in the middleware) take
-        a slot too, so the limits bound them with the rest."""
+        a slot too, so the limits bound them with the rest.
+
+        Yields:
+            Nothing: the call is made inside `async with client.slot():`.
+        """
         semaphore = self._semaphore()
         async with semaphore if semaphore is not None else _NO_LIMIT:
             if self._throttler is not None:

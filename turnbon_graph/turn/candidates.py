@@ -16,26 +16,29 @@ from turnbon_graph.records import CandidateRecord, Usage
 
 @dataclass
 class Candidate:
-    """One proposed next action, or the failure that stands in its place.
-
-    `index` is the candidate's slot in generation order (0..N-1), stable whatever
-    order the calls finish in. `message` keeps the private reasoning in
-    `additional_kwargs`; nothing derived from a candidate for the selector reads it.
-    `votes` is how many generated candidates propose this action when the turn shows a
-    selector each distinct action once (else 1); `ignore_args` are argument names left
-    out of the canonical action (a timeout value, say).
-    """
+    """One proposed next action, or the failure that stands in its place."""
 
     index: int
+    """The candidate's slot in generation order (0..N-1), stable whatever order the calls
+    finish in."""
     model: str
+    """The model that proposed it."""
     message: AIMessage | None = None
+    """The proposed message, None for a failed call. It keeps the private reasoning in
+    `additional_kwargs`; nothing derived from a candidate for the selector reads it."""
     error: str | None = None
+    """Why the call failed, secrets redacted; None when it succeeded."""
     failure: CallFailure | None = None
     """How its call failed (status, Retry-After, the upstream's words), when it did."""
     usage: Usage = field(default_factory=Usage)
+    """What its call cost (its share, when one call made several candidates)."""
     latency_s: float = 0.0
+    """Seconds its call took, waiting for a slot and retries included."""
     votes: int = 1
+    """How many generated candidates propose this action when the turn shows a selector
+    each distinct action once (`dedupe`), else 1."""
     ignore_args: tuple[str, ...] = ()
+    """Argument names left out of the canonical action (a timeout value, say)."""
     cancelled: bool = False
     """Early commit stopped waiting for it; its call was cancelled."""
     deployment: str | None = None
@@ -45,6 +48,7 @@ class Candidate:
 
     @property
     def ok(self) -> bool:
+        """Its call succeeded: it has a `message`."""
         return self.message is not None
 
     @property
@@ -62,6 +66,12 @@ class Candidate:
         return canonical_action(self.message, self.ignore_args)
 
     def to_record(self) -> CandidateRecord:
+        """The candidate as its turn record keeps it.
+
+        Returns:
+            Its text, tool calls (valid and invalid), finish reason, error, usage and
+                latency; the message's private reasoning is left out.
+        """
         message = self.message
         return CandidateRecord(
             index=self.index,
@@ -114,6 +124,15 @@ def canonical_action(message: AIMessage, ignore_args: Sequence[str] = ()) -> str
     Tool calls compare by name and arguments (keys sorted; call ids and the top-level
     arguments named in `ignore_args` left out). A reply without tool calls is a final
     answer and compares by its whitespace-normalised text.
+
+    Args:
+        message: a candidate's message.
+        ignore_args: top-level argument names to leave out of every tool call's
+            arguments (the `ignore_args` option).
+
+    Returns:
+        `tools:` and the calls as JSON, `invalid:` and the unparseable calls, or `text:`
+            and the normalised text.
     """
     if message.tool_calls:
         calls = [

@@ -56,9 +56,20 @@ class TurnEngine:
         config: TurnConfig | None = None,
         trace: TraceSink | None = None,
     ) -> None:
-        """An engine around a ready generator and selector. `config` supplies the turn's
-        options (n, prompt, sampling, ...); its connection options were already used to
-        build the generator and selector. `trace` overrides `config.trace`."""
+        """An engine around a ready generator and selector (`from_config` builds both).
+
+        Args:
+            generator: where the candidates come from: a `CandidateGenerator` on LiteLLM,
+                or any `CandidateSource` (the middleware's is the agent's own model).
+            selector: chooses among the candidates.
+            config: the turn's options (n, prompt, sampling, ...); its connection
+                options were already used to build the generator and selector. None:
+                the defaults.
+            trace: where each turn record is written, over `config.trace`.
+
+        Raises:
+            ConfigurationError: `selector` is not a `Selector`.
+        """
         config = config if config is not None else TurnConfig()
         if not isinstance(selector, Selector):
             raise ConfigurationError(
@@ -75,8 +86,24 @@ class TurnEngine:
 
     @classmethod
     def from_config(cls, model: ModelPool, config: TurnConfig) -> TurnEngine:
-        """The engine of `config` for `model` (a model id or a mixed pool). One client
-        serves the generator and the selector, so the limits bound every call."""
+        """The engine of `config` for `model`. One client serves the generator and the
+        selector, so the limits bound every call.
+
+        Args:
+            model: a LiteLLM model id, or a mixed pool: a list of ids and `ModelSpec`s.
+                The selector, unless `config` names one, is an `LLMSelector` on the
+                pool's first model, sharing its endpoint.
+            config: the turn's options.
+
+        Returns:
+            The engine, its `LiteLLMClient` made (LiteLLM itself is imported on the first
+                call).
+
+        Raises:
+            ConfigurationError: the pool is empty or holds something other than ids and
+                `ModelSpec`s, or `completion_kwargs` or `selector_kwargs` set what a
+                turn sets itself (`model`, `messages`, `tools`, `n`).
+        """
         client = call_client(config)
         generator = CandidateGenerator(
             model,
@@ -96,8 +123,21 @@ class TurnEngine:
     def from_options(
         cls, model: ModelPool, *, config: TurnConfig | None = None, **options: Unpack[TurnOptions]
     ) -> TurnEngine:
-        """`from_config` with the entry points' keywords: a `config`, and/or any
-        `TurnConfig` option by name (over `config`)."""
+        """`from_config` with the entry points' keywords.
+
+        Args:
+            model: a LiteLLM model id, or a mixed pool (as in `from_config`).
+            config: a ready `TurnConfig`; None starts from the defaults.
+            **options: any `TurnConfig` option by name, over `config`; `TurnConfig`
+                describes each one.
+
+        Returns:
+            The engine of `turn_config(config, **options)`.
+
+        Raises:
+            ConfigurationError: an option is unknown or has a bad value, or as
+                `from_config` raises.
+        """
         return cls.from_config(model, turn_config(config, **options))
 
     async def run(
@@ -108,13 +148,41 @@ class TurnEngine:
         on_event: EventSink | None = None,
         extra: dict[str, Any] | None = None,
     ) -> AIMessage:
-        """Both phases: the chosen message for `messages`."""
+        """Both phases: the chosen message for `messages`.
+
+        Args:
+            messages: the conversation so far; the prompt goes first unless it holds a
+                system message (`transcript`).
+            tools: OpenAI-format tool definitions offered to every candidate.
+            on_event: receives each progress event (`candidate_arrived`,
+                `candidate_failed`, `selection_made`) as it happens.
+            extra: per-call completion settings for the generator calls (as in
+                `generate`).
+
+        Returns:
+            The chosen `AIMessage`, its turn record in `response_metadata["turnbon"]`
+                (`turn_record` reads it).
+
+        Raises:
+            AllCandidatesFailedError: no candidate call succeeded.
+            ConfigurationError: a key is missing or refused, `extra` sets what a turn
+                sets itself, or the selector answered an index outside the candidates it
+                was shown.
+        """
         turn = await self.generate(messages, tools=tools, on_event=on_event, extra=extra)
         return await self.select(messages, turn, on_event=on_event)
 
     def transcript(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The messages both generator and selector see: the prompt first, unless the
-        messages carry their own system message."""
+        messages carry their own system message.
+
+        Args:
+            messages: the conversation so far.
+
+        Returns:
+            A new list: `config.prompt` as a system message (when it is set and
+                `messages` carry none), then `messages`.
+        """
         if self.config.prompt and not any(isinstance(m, SystemMessage) for m in messages):
             return [SystemMessage(self.config.prompt), *messages]
         return list(messages)
@@ -127,10 +195,28 @@ class TurnEngine:
         on_event: EventSink | None = None,
         extra: dict[str, Any] | None = None,
     ) -> GeneratedTurn:
-        """Runs the N generator calls. Raises `AllCandidatesFailedError` if none succeeds.
+        """Runs the N generator calls (fewer under a `Budget`, in batches with
+        `AdaptiveN`, stopping early with `EarlyCommit`).
 
-        `extra`: per-call completion settings for the generator calls (`tool_choice`,
-        `stop`, ...), over `completion_kwargs`; the selector's calls do not get them."""
+        Args:
+            messages: the conversation so far.
+            tools: OpenAI-format tool definitions offered to every candidate.
+            on_event: receives `candidate_arrived` or `candidate_failed` for each
+                candidate as it arrives.
+            extra: per-call completion settings for the generator calls
+                (`tool_choice`, `stop`, ...), over `completion_kwargs`; the selector's
+                calls do not get them.
+
+        Returns:
+            The turn's candidates, failed ones included, to pass to `select` (a graph
+                checkpoints them in between).
+
+        Raises:
+            AllCandidatesFailedError: no candidate call succeeded; it carries each
+                call's failure.
+            ConfigurationError: a key is missing or refused, or `extra` sets what a turn
+                sets itself (`model`, `messages`, `tools`, `n`).
+        """
         turn_id = uuid.uuid4().hex
         started = time.monotonic()
         request = self.transcript(messages)
@@ -242,7 +328,25 @@ class TurnEngine:
         on_event: EventSink | None = None,
     ) -> AIMessage:
         """Chooses among the turn's candidates and returns the chosen message with its
-        record in `response_metadata["turnbon"]`."""
+        record in `response_metadata["turnbon"]`.
+
+        No selector is asked when the candidates agree (or adaptive sampling committed);
+        a selector that rejects every candidate gets one fresh batch, then the turn falls
+        back to the majority or the first candidate.
+
+        Args:
+            messages: the conversation `generate` was given.
+            turn: what `generate` returned.
+            on_event: receives `selection_made`, and the events of a resample.
+
+        Returns:
+            The chosen `AIMessage` (or the one a selector wrote), with its turn record;
+                the record also goes to the trace sink.
+
+        Raises:
+            ConfigurationError: the selector answered an index outside the candidates it
+                was shown.
+        """
         started = time.monotonic()
         selection, turn, selector_usage = await self._choose(messages, turn, on_event)
         ok = turn.ok
@@ -394,6 +498,13 @@ def _candidate_event(turn_id: str, candidate: Candidate) -> dict[str, Any]:
 
 
 def turn_record(message: BaseMessage) -> TurnRecord | None:
-    """The turn record on a message chosen by Turn-BoN, or None for any other message."""
+    """The turn record on a message chosen by Turn-BoN, or None for any other message.
+
+    Args:
+        message: any message, typically the last `AIMessage` of a Turn-BoN turn.
+
+    Returns:
+        The `TurnRecord` in its `response_metadata["turnbon"]`, or None.
+    """
     data = message.response_metadata.get(RECORD_KEY) if isinstance(message, AIMessage) else None
     return TurnRecord.model_validate(data) if data else None
