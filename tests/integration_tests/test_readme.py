@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,21 +113,40 @@ def test_example_runs_and_prints_what_its_page_says(
         assert out[-len(example.prints) :] == list(example.prints)
 
 
-def run_without_network(example: Example, directory: Path) -> subprocess.CompletedProcess[str]:
+def run_example(
+    example: Example, directory: Path, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`example` run as a script of its own in `directory` (after `prefix`, a command that
+    runs the rest), with no LiteLLM setting in the environment: the library must not let
+    LiteLLM fetch its price list at import."""
     script = directory / "example.py"
     script.write_text(example.code, encoding="utf-8")
-    # Only loopback, up; no LiteLLM setting in the environment: the library must not let
-    # LiteLLM fetch its price list at import.
     env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM_")}
-    in_namespace = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$1"']
     return subprocess.run(
-        [*in_namespace, sys.executable, str(script)],
+        [*prefix, sys.executable, str(script)],
         capture_output=True,
         text=True,
         env=env,
         cwd=directory,
         timeout=600,
     )
+
+
+def run_without_network(example: Example, directory: Path) -> subprocess.CompletedProcess[str]:
+    """`run_example` in a network namespace of its own: only loopback, up."""
+    in_namespace = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$1"']
+    return run_example(example, directory, in_namespace)
+
+
+def test_the_middleware_example_prints_no_litellm_banner(tmp_path: Path) -> None:
+    """The agent's chat model is no LiteLLM model id (its selector's is `openai-chat:stub`):
+    looking it up in LiteLLM's model map (does it take a `response_format`?) must not
+    print LiteLLM's red "Provider List" banner, which came first in this example's
+    output."""
+    example = next(e for e in EXAMPLES if e.page.name == "middleware.md")
+    result = run_example(example, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Provider List" not in result.stdout + result.stderr
 
 
 def test_the_offline_examples_need_no_network(tmp_path: Path) -> None:
@@ -149,3 +169,4 @@ def test_the_offline_examples_need_no_network(tmp_path: Path) -> None:
         # LiteLLM falls back to its bundled map when a fetch fails, and says so: it must
         # not have tried.
         assert "model cost map" not in result.stderr, example.id
+        assert "Provider List" not in result.stdout + result.stderr, example.id

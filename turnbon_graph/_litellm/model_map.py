@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
+from turnbon_graph._litellm.loading import quiet_litellm
+
 T = TypeVar("T")
 
 
@@ -34,8 +36,7 @@ def _per_model(lookup: Callable[[str], T]) -> Callable[[str], T]:
 @_per_model
 def is_priced(model: str) -> bool:
     """Whether LiteLLM's price map knows `model`."""
-    import litellm
-
+    litellm = quiet_litellm()
     try:
         litellm.get_model_info(model)
     except Exception:
@@ -47,8 +48,7 @@ def is_priced(model: str) -> bool:
 def supports_native_tools(model: str) -> bool:
     """Whether to send `tools` natively: what LiteLLM's model map says, and yes for a
     model it does not know (OpenAI-compatible servers usually accept tools)."""
-    import litellm
-
+    litellm = quiet_litellm()
     try:
         litellm.get_model_info(model)
     except Exception:
@@ -62,8 +62,7 @@ def supports_native_tools(model: str) -> bool:
 @_per_model
 def supports_native_n(model: str) -> bool:
     """Whether LiteLLM lists `n` among the provider's supported parameters."""
-    import litellm
-
+    litellm = quiet_litellm()
     try:
         _, provider, _, _ = litellm.get_llm_provider(model)
         params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
@@ -95,8 +94,7 @@ def reasoning_efforts(model: str) -> Efforts:
     model, reasoning or not). The levels are low, medium and high, which every reasoning
     model takes, and xhigh where the map says `supports_xhigh_reasoning_effort`; the
     default is the map's `default_reasoning_effort`, else medium."""
-    import litellm
-
+    litellm = quiet_litellm()
     try:
         if not litellm.supports_reasoning(model=model):
             return Efforts()
@@ -115,8 +113,7 @@ def reasoning_efforts(model: str) -> Efforts:
 @_per_model
 def supports_response_schema(model: str) -> bool:
     """Whether LiteLLM says `model` takes a JSON-schema `response_format`."""
-    import litellm
-
+    litellm = quiet_litellm()
     try:
         return bool(litellm.supports_response_schema(model=model))
     except Exception:
@@ -126,8 +123,7 @@ def supports_response_schema(model: str) -> bool:
 def choice_tokens(model: str, choice: Any) -> int:
     """The completion tokens of one choice, counted by LiteLLM's `token_counter` (its
     text and tool calls): a provider reports one usage for a call with `n`."""
-    import litellm
-
+    litellm = quiet_litellm()
     message = choice.message
     parts = [message.content or ""]
     for call in getattr(message, "tool_calls", None) or []:
