@@ -137,11 +137,9 @@ def check_model_ids(
 
 
 def _litellm() -> Any:
-    from turnbon_graph._litellm.loading import import_litellm
+    from turnbon_graph._litellm.loading import quiet_litellm
 
-    litellm: Any = import_litellm()
-    litellm.suppress_debug_info = True  # its provider-list banner for an unknown model id
-    return litellm
+    return quiet_litellm()  # no provider-list banner for an unknown model id: we explain it
 
 
 def check_route(
