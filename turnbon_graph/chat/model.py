@@ -49,11 +49,17 @@ class ChatTurnBoN(ReplayStreaming, TurnConfig):
     `turnbon_graph.turn_record`). Only the chosen message's tool calls reach the agent,
     so only they are executed.
 
-    Options: `model` (a LiteLLM model id, or a list of ids and `ModelSpec`s for a
-    mixed pool) and every `TurnConfig` option by name (`n`, `selector`,
-    `completion_kwargs`, ...: this class carries `TurnConfig`'s fields), or a ready
-    `config=TurnConfig(...)`. Secrets in `completion_kwargs`/`selector_kwargs` are held
-    as `SecretStr`: no repr, dump or callback payload shows them.
+    Args:
+        **data: the fields below, and every `TurnConfig` option by name (`n`,
+            `selector`, `completion_kwargs`, ...: this class carries `TurnConfig`'s
+            fields, which `TurnConfig` describes), or a ready `config=TurnConfig(...)`
+            (keywords given beside it win). Secrets in `completion_kwargs` and
+            `selector_kwargs` are held as `SecretStr`: no repr, dump or callback payload
+            shows them.
+
+    Raises:
+        ConfigurationError: an option is unknown or has a bad value, or a shorthand
+            parameter and `completion_kwargs` set one setting to different values.
 
     LangChain's standard parameters `temperature`, `max_tokens`, `stop` and `api_key`
     are shorthand for the same `completion_kwargs` entries (generator calls only, except
@@ -100,10 +106,16 @@ class ChatTurnBoN(ReplayStreaming, TurnConfig):
     """A LiteLLM model id, or a list of ids and `ModelSpec`s for a mixed pool."""
 
     temperature: float | None = None
+    """Shorthand for `completion_kwargs["temperature"]` (the generator's calls)."""
     max_tokens: int | None = None
+    """Shorthand for `completion_kwargs["max_tokens"]` (the generator's calls)."""
     stop: list[str] | None = None
+    """Shorthand for `completion_kwargs["stop"]` (the generator's calls)."""
     api_key: SecretStr | None = None
+    """Shorthand for `completion_kwargs["api_key"]`; a default selector shares it."""
     streaming: bool = False
+    """Accepted for compatibility: `stream` replays the chosen message either way, and
+    `invoke` answers whole."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -228,10 +240,20 @@ class ChatTurnBoN(ReplayStreaming, TurnConfig):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Offers `tools` to every candidate of every call.
 
-        `tool_choice`: "auto", "none", "required" (alias "any" or True), a tool name to
-        force that tool, or an OpenAI tool_choice dict. `strict` is passed to
-        `convert_to_openai_tool`. Other keyword arguments are bound as per-call
-        completion settings (for example `parallel_tool_calls=False`).
+        Args:
+            tools: LangChain tools, functions, pydantic models or OpenAI tool dicts.
+            tool_choice: "auto", "none", "required" (alias "any" or True), a tool name
+                to force that tool, or an OpenAI tool_choice dict; None or False: the
+                model's default.
+            strict: passed to `convert_to_openai_tool`.
+            **kwargs: bound as per-call completion settings (for example
+                `parallel_tool_calls=False`).
+
+        Returns:
+            This model with the tools bound (a `RunnableBinding`).
+
+        Raises:
+            ConfigurationError: `tool_choice` names no bound tool, or is of another type.
         """
         formatted = [convert_to_openai_tool(tool, strict=strict) for tool in tools]
         if tool_choice is not None and tool_choice is not False:
@@ -251,12 +273,30 @@ class ChatTurnBoN(ReplayStreaming, TurnConfig):
     ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
         """Answers with `schema`'s instances (a dict for a dict or TypedDict schema).
 
-        `method`: "function_calling" (the schema as the one forced tool), "json_schema"
-        (`response_format` with the schema on every generator call) or "json_mode"
-        (`response_format={"type": "json_object"}`; the schema only validates). A chosen
-        reply without a structured answer raises `OutputParserException` (or, with
-        `include_raw=True`, is reported in `parsing_error`); an unknown method raises
-        `ConfigurationError`.
+        A chosen reply without a structured answer raises `OutputParserException` when
+        the runnable is invoked (or, with `include_raw=True`, is reported in
+        `parsing_error`).
+
+        Args:
+            schema: a pydantic model, a TypedDict, or a JSON schema dict; None only with
+                "json_mode".
+            method: "function_calling" (the schema as the one forced tool),
+                "json_schema" (`response_format` with the schema on every generator
+                call) or "json_mode" (`response_format={"type": "json_object"}`; the
+                schema only validates).
+            include_raw: answer `{"raw", "parsed", "parsing_error"}` instead of the
+                parsed value alone.
+            strict: OpenAI's `strict` on the tool or JSON schema (the reply follows the
+                schema exactly, where the provider takes it).
+            **kwargs: none is taken; any given is refused.
+
+        Returns:
+            A runnable that answers with the parsed value (or the dict of
+                `include_raw`).
+
+        Raises:
+            ConfigurationError: an unknown method, no schema for a method that needs
+                one, or other keyword arguments.
         """
         return structured_output(
             self, schema, method=method, include_raw=include_raw, strict=strict, **kwargs
