@@ -57,6 +57,9 @@ def create_turnbon_graph(
 ) -> StateGraph[Any, Any, Any, Any]:
     """One Turn-BoN turn as a graph: `generate` -> `select` [-> `tools`].
 
+    The chosen message carries its turn record in `response_metadata["turnbon"]`.
+    Progress goes out as custom stream events (`stream_mode="custom"`).
+
     Args:
         model: a LiteLLM model id, or a mixed pool: a list of ids and
             `ModelSpec(model=..., n=..., completion_kwargs=...)` (per-model counts and
@@ -65,12 +68,18 @@ def create_turnbon_graph(
         execute_tools: with tools, the graph's own `tools` node runs the chosen calls.
             False makes the compiled graph a drop-in model node for a parent graph that
             has its own `ToolNode` and `tools_condition`.
-        config: a `TurnConfig`; `options`: any of its fields by name (n, selector,
-            completion_kwargs, ...), over `config`. `TurnConfig` documents each one.
         name: tags this graph's custom stream events (`"source"`).
+        config: a ready `TurnConfig`; None starts from the defaults.
+        **options: any `TurnConfig` option by name (n, selector, completion_kwargs,
+            ...), over `config`; `TurnConfig` describes each one.
 
-    The chosen message carries its turn record in `response_metadata["turnbon"]`.
-    Progress goes out as custom stream events (`stream_mode="custom"`).
+    Returns:
+        The uncompiled graph (`MessagesState` plus the candidates between its nodes,
+            `TurnBoNState`): compile it with your checkpointer, store and name.
+
+    Raises:
+        ConfigurationError: an option is unknown or has a bad value, or `tools` is a
+            single tool rather than a list or a `ToolNode`.
     """
     engine = TurnEngine.from_options(model, config=config, **options)
     tool_list = _tool_list(tools)
@@ -110,6 +119,10 @@ def create_turnbon_agent(
     each parse error as an error `ToolMessage`, and the loop goes on.
 
     Args:
+        model: a LiteLLM model id, or a mixed pool (as in `create_turnbon_graph`).
+        tools: `BaseTool`s, callables or a `ToolNode`: at least one tool.
+        max_turns: actions to run since the last human message before the loop stops.
+        name: tags this graph's custom stream events (`"source"`).
         state_schema: the graph's state, a TypedDict with `messages` (a `MessagesState`
             subclass, say) whose other keys the graph keeps: the input and output, the
             state tools get through `InjectedState`, and what a tool's `Command(update=...)`
@@ -121,8 +134,17 @@ def create_turnbon_agent(
             `ToolMessage` instead of ending the run; False lets the exception through;
             a string, a callable or exception types as `ToolNode` takes them. A
             `ToolNode` given as `tools` keeps its own setting.
+        config: a ready `TurnConfig`; None starts from the defaults.
+        **options: any `TurnConfig` option by name (n, selector, completion_kwargs,
+            ...), over `config`; `TurnConfig` describes each one.
 
-    Other arguments as in `create_turnbon_graph`.
+    Returns:
+        The uncompiled agent graph: compile it with your checkpointer, store and name.
+
+    Raises:
+        ConfigurationError: an option is unknown or has a bad value, there is no tool,
+            `max_turns` is not a whole number >= 1, or `handle_tool_errors` is given with
+            a `ToolNode`.
     """
     engine = TurnEngine.from_options(model, config=config, **options)
     return agent_graph(
