@@ -63,22 +63,32 @@ class TurnBoNMiddleware(AgentMiddleware):
     agent = create_agent(model, tools, middleware=[turnbon])
     ```
 
-    Options are `TurnConfig`'s, by name or as `config=TurnConfig(...)`, where they apply:
-    - `selector`: a LiteLLM model id, a `Selector`, a LangChain chat model, or None: an
-      LLM selector speaking through the agent's own model.
-    - `completion_kwargs`: model settings for every candidate call, sent as
-      `request.override(model_settings=...)` (for example `{"temperature": 1.0}` for more
-      varied candidates); its connection settings apply to a LiteLLM selector by default.
-    - `n`, `seed`, `adaptive`, `early_commit`, `budget`, `dedupe`, `ignore_args`,
-      `trace`, as everywhere; `max_concurrency` and `rate_limit` bound the candidate
-      calls and a LiteLLM selector's together (`timeout`, `max_retries`: the selector's;
-      the agent's model has its own).
-    - `selector=HumanSelector()`: the agent pauses with LangGraph's `interrupt()` (compile
-      it with a checkpointer) and resumes with `Command(resume=i)`. The candidates are
-      generated in a LangGraph task, whose result the checkpoint keeps, so the resume
-      selects among exactly the candidates the person was shown: none is regenerated.
-    - Not here: `prompt` (the agent's `system_prompt` is the prompt), `native_n` and
-      `tool_calling` (the agent's model makes its own calls).
+    Args:
+        config: a ready `TurnConfig`; None starts from the defaults.
+        **options: any `TurnConfig` option by name, over `config`, where it applies
+            (`TurnConfig` describes each one):
+
+            - `selector`: a LiteLLM model id, a `Selector`, a LangChain chat model, or
+              None: an LLM selector speaking through the agent's own model.
+            - `completion_kwargs`: model settings for every candidate call, sent as
+              `request.override(model_settings=...)` (for example `{"temperature": 1.0}`
+              for more varied candidates); its connection settings apply to a LiteLLM
+              selector by default.
+            - `n`, `seed`, `adaptive`, `early_commit`, `budget`, `dedupe`,
+              `ignore_args`, `trace`, as everywhere; `max_concurrency` and `rate_limit`
+              bound the candidate calls and a LiteLLM selector's together (`timeout`,
+              `max_retries`: the selector's; the agent's model has its own).
+            - `selector=HumanSelector()`: the agent pauses with LangGraph's
+              `interrupt()` (compile it with a checkpointer) and resumes with
+              `Command(resume=i)`. The candidates are generated in a LangGraph task,
+              whose result the checkpoint keeps, so the resume selects among exactly
+              the candidates the person was shown: none is regenerated.
+            - Not here: `prompt` (the agent's `system_prompt` is the prompt), `native_n`
+              and `tool_calling` (the agent's model makes its own calls).
+
+    Raises:
+        ConfigurationError: an option is unknown or has a bad value, or one that does
+            not apply here (`prompt`, `native_n`, `tool_calling`) is set.
 
     When every candidate's tool-call arguments were invalid, the chosen message carries
     them as `invalid_tool_calls`; the model is told each parse error in an error
@@ -121,11 +131,26 @@ class TurnBoNMiddleware(AgentMiddleware):
 
     @property
     def name(self) -> str:
+        """The middleware's name in the agent's graph."""
         return "TurnBoNMiddleware"
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
+        """The agent's model call as a turn (LangChain calls this hook under `ainvoke`).
+
+        Args:
+            request: the agent's model request; every candidate gets the same one, with
+                `completion_kwargs` over its model settings.
+            handler: the rest of the chain (the agent's model, or the next middleware),
+                called once per candidate, concurrently.
+
+        Returns:
+            The chosen candidate's response, its message carrying the turn record.
+
+        Raises:
+            AllCandidatesFailedError: every candidate's call failed.
+        """
         turn = self._prepare(request, handler)
         if turn.pauses:  # the candidates are checkpointed before the person is asked
             return await turn.finish(await _checkpointed_candidates(turn))
@@ -134,6 +159,20 @@ class TurnBoNMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
+        """`awrap_model_call` under `invoke`: each candidate's `handler` call on a thread
+        of its own, concurrently.
+
+        Args:
+            request: the agent's model request.
+            handler: the rest of the chain, called once per candidate.
+
+        Returns:
+            The chosen candidate's response, its message carrying the turn record.
+
+        Raises:
+            AllCandidatesFailedError: every candidate's call failed.
+        """
+
         async def call(candidate_request: ModelRequest) -> ModelResponse:
             # The sync handler blocks: each candidate on a thread of its own, concurrently.
             return await asyncio.to_thread(handler, candidate_request)
@@ -145,12 +184,32 @@ class TurnBoNMiddleware(AgentMiddleware):
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """After the model node: a chosen action that cannot run (no candidate's tool-call
+        arguments parsed) is answered with its error results, and the model called again.
+
+        Args:
+            state: the agent's state.
+            runtime: LangGraph's runtime (not used).
+
+        Returns:
+            One error `ToolMessage` per invalid call and a jump back to the model, or
+                None for any other message.
+        """
         return _answer_invalid(state)
 
     @hook_config(can_jump_to=["model"])
     async def aafter_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        """`after_model` under `ainvoke`.
+
+        Args:
+            state: the agent's state.
+            runtime: LangGraph's runtime (not used).
+
+        Returns:
+            The error results and a jump back to the model, or None.
+        """
         return _answer_invalid(state)
 
     def _prepare(self, request: ModelRequest, handler: AsyncHandler) -> _Turn:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from turnbon_graph.bench import metrics, report_sections, report_strategies
+from turnbon_graph.bench import harbor_jobs, metrics, report_sections, report_strategies
 from turnbon_graph.bench.html import write_html
 from turnbon_graph.bench.report_format import pct, table
 from turnbon_graph.bench.runs import (
@@ -45,9 +45,8 @@ def write_report(
     only some, still gets a report that says so. `tree` names an episode whose search
     tree is drawn (`<setting>/<task>__<trial>`, `report_strategies.find_tree`)."""
     run_dir = Path(run_dir)
-    settings = read_settings(run_dir)
+    settings, results = read_run(run_dir)
     tree_file = report_strategies.find_tree(run_dir, tree) if tree is not None else None
-    results = read_episodes(run_dir)
     out = Path(out_dir) if out_dir is not None else run_dir / REPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
     order = setting_order(results, settings)
@@ -108,6 +107,13 @@ def _strategy_plots(
     return written
 
 
+def read_run(run_dir: Path) -> tuple[RunSettings | None, list[EpisodeResult]]:
+    """A run folder's settings and episodes, or a Harbor job folder's (`harbor_jobs`)."""
+    if harbor_jobs.is_job_folder(run_dir):
+        return harbor_jobs.read_job(run_dir)
+    return read_settings(run_dir), read_episodes(run_dir)
+
+
 def read_settings(run_dir: Path) -> RunSettings | None:
     """The run's settings, None if only episodes exist; an error if it is no run folder."""
     path = run_dir / SETTINGS_FILE
@@ -115,8 +121,9 @@ def read_settings(run_dir: Path) -> RunSettings | None:
         if (run_dir / EPISODES_FILE).exists():
             return None
         raise ConfigurationError(
-            f"{run_dir} is not a run folder (it has no {SETTINGS_FILE} or {EPISODES_FILE}); "
-            "pass the folder that `turnbon bench` printed when it started"
+            f"{run_dir} is not a run folder (it has no {SETTINGS_FILE} or {EPISODES_FILE}) "
+            "nor a Harbor job folder; pass the folder that `turnbon bench` printed when it "
+            "started, or the one `harbor run` wrote (jobs/<job-name>)"
         )
     try:
         return RunSettings.model_validate_json(path.read_text(encoding="utf-8"))
