@@ -134,7 +134,7 @@ lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy turnbon_graph integrations/turnbon_local integrations/turnbon_terminal \
-		integrations/turnbon_bfcl
+		integrations/turnbon_bfcl integrations/turnbon_harbor
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 
 test: lint
@@ -178,3 +178,18 @@ test-clients:
 	@test -x $(CLIENTS_VENV)/bin/python || $(PYTHON) -m venv $(CLIENTS_VENV)
 	$(CLIENTS_VENV)/bin/pip install --quiet -e ".[serve]" pytest pytest-asyncio $(CLIENTS)
 	$(CLIENTS_VENV)/bin/pytest tests/integration_tests/test_harness_clients.py
+
+# The Turn-BoN agent for Harbor (integrations/turnbon_harbor): Harbor needs Python 3.12 or
+# newer, so its tests run in a virtualenv of their own made from pyenv's 3.12 (or
+# HARBOR_PYTHON), never the main one: Harbor pinned by the `harbor` extra, podman-compose
+# from PyPI (Harbor's podman environment runs it; Debian's 1.0.3 is too old), the project.
+# They run `harbor run` on local tasks under Podman, FROM the base image of setup-podman.
+HARBOR_VENV ?= .venv-harbor
+HARBOR_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python) python3.12)
+PODMAN_COMPOSE := podman-compose==1.6.0
+
+.PHONY: test-harbor
+test-harbor: setup-podman
+	@test -x $(HARBOR_VENV)/bin/python || $(HARBOR_PYTHON) -m venv $(HARBOR_VENV)
+	$(HARBOR_VENV)/bin/pip install --quiet -e ".[harbor]" $(PODMAN_COMPOSE) pytest pytest-asyncio
+	TURNBON_REQUIRE_HARBOR=1 $(HARBOR_VENV)/bin/pytest tests/integration_tests/test_harbor_agent.py

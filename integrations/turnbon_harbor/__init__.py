@@ -23,6 +23,7 @@ __all__ = ["HARBOR_VERSION", "TurnBoNAgent"]
 def __getattr__(name: str) -> Any:
     """`TurnBoNAgent` on first use, so that `turnbon_harbor.options` works without Harbor."""
     if name == "TurnBoNAgent":
+        from turnbon_graph._extras import install_hint
         from turnbon_graph._litellm.loading import use_bundled_price_map
 
         use_bundled_price_map()  # Harbor imports LiteLLM, which would fetch its price map
@@ -32,8 +33,8 @@ def __getattr__(name: str) -> Any:
             if exc.name is None or exc.name.partition(".")[0] != "harbor":
                 raise
             raise ModuleNotFoundError(
-                "turnbon_harbor.TurnBoNAgent needs Harbor (Python 3.12 or newer): "
-                f'pip install "turnbon-graph[harbor]" (Harbor {HARBOR_VERSION})',
+                f"turnbon_harbor.TurnBoNAgent needs Harbor {HARBOR_VERSION}, which needs "
+                f"Python 3.12 or newer: in such a venv, {install_hint('harbor')}",
                 name="harbor",
             ) from exc
         return TurnBoNAgent

@@ -1,0 +1,225 @@
+"""The Turn-BoN agent run by Harbor itself: `harbor run -a turnbon_harbor:TurnBoNAgent`
+on local TB2-format tasks under Podman, the model a scripted loopback stub, the reward
+from Harbor's verifier; then `turnbon report` on the job folder.
+
+Harbor needs Python >= 3.12: `make test-harbor` runs this in a venv of its own (with
+podman-compose, and the base image of `make setup-podman`). Elsewhere it skips, unless
+TURNBON_REQUIRE_HARBOR is set (as `make test-harbor` does), where a missing piece fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from turnbon_graph.bench.report_format import DASH
+from turnbon_graph.testing import (
+    CapturedRequest,
+    StubServer,
+    chat_completion,
+    choice,
+    is_selector_request,
+    last_user_text,
+)
+
+REQUIRED = bool(os.environ.get("TURNBON_REQUIRE_HARBOR"))
+if not REQUIRED:
+    pytest.importorskip("harbor", reason="Harbor needs Python >= 3.12: run `make test-harbor`")
+
+TASKS = Path(__file__).parent / "harbor_tasks"
+BIN = Path(sys.executable).parent
+BASE_IMAGE = "localhost/turnbon-bookworm:latest"
+N = 4
+GENERATOR_USAGE = {"prompt_tokens": 900, "completion_tokens": 240, "total_tokens": 1140}
+SELECTOR_USAGE = {"prompt_tokens": 500, "completion_tokens": 20, "total_tokens": 520}
+CONFIRM = "Are you sure you want to mark the task as complete?"
+
+
+def answer(commands: list[tuple[str, float]], complete: bool) -> str:
+    return json.dumps(
+        {
+            "analysis": "scripted",
+            "plan": "scripted",
+            "commands": [{"keystrokes": k, "duration": d} for k, d in commands],
+            "task_complete": complete,
+        }
+    )
+
+
+def terminus_model(request: CapturedRequest) -> dict[str, Any]:
+    """The model of each task: hello-file gets its file right (half the candidates with
+    echo, half with printf: two actions, so the selector is asked), greeting-file wrong,
+    slow-task waits longer than its agent may run. A confirmation is confirmed."""
+    if is_selector_request(request):
+        reply = json.dumps({"reason": "scripted", "selected_index": 0})
+        return chat_completion(reply, usage=SELECTOR_USAGE)
+    n = int(request.body.get("n") or 1)
+    first = request.body["messages"][0]["content"]
+    if CONFIRM in last_user_text(request):
+        texts = [answer([], True)] * n
+    elif "/app/hello.txt" in first:
+        echo = answer([("echo 'Hello, world!' > /app/hello.txt\n", 0.5)], True)
+        printf = answer([("printf 'Hello, world!\\n' > /app/hello.txt\n", 0.5)], True)
+        texts = [echo if i % 2 == 0 else printf for i in range(n)]
+    elif "/app/greeting.txt" in first:
+        texts = [answer([("echo 'Good night' > /app/greeting.txt\n", 0.5)], True)] * n
+    else:
+        texts = [answer([("sleep 60\n", 60.0)], False)] * n
+    return chat_completion(
+        choices=[choice(text, index=i) for i, text in enumerate(texts)], usage=GENERATOR_USAGE
+    )
+
+
+@pytest.fixture(scope="module")
+def harbor_stub() -> Iterator[StubServer]:
+    with StubServer() as server:
+        server.script(terminus_model)
+        yield server
+
+
+def harbor_env() -> dict[str, str]:
+    """The harbor process's environment: this venv's bin first (Harbor finds
+    podman-compose on PATH), a key for the stub in the host environment only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNBON_")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["OPENAI_API_KEY"] = "sk-harbor-test-key-0123456789"
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return env
+
+
+def harbor(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "harbor"), *args],
+        env=harbor_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def needs_podman() -> None:
+    problems = []
+    if shutil.which("podman") is None:
+        problems.append("podman is not installed (make setup-podman)")
+    elif subprocess.run(["podman", "image", "exists", BASE_IMAGE]).returncode != 0:
+        problems.append(f"{BASE_IMAGE} is missing (make setup-podman)")
+    if not (BIN / "podman-compose").exists():
+        problems.append(f"podman-compose is not in {BIN}")
+    if problems and REQUIRED:
+        pytest.fail("; ".join(problems))
+    if problems:
+        pytest.skip("; ".join(problems))
+
+
+@pytest.fixture(scope="module")
+def job(harbor_stub: StubServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Harbor job: the three tasks, one trial each, three at once."""
+    needs_podman()
+    jobs = tmp_path_factory.mktemp("jobs")
+    done = harbor(
+        "run", "-p", str(TASKS), "-e", "podman", "-a", "turnbon_harbor:TurnBoNAgent",
+        "-m", "openai/stub", "--ak", f"api_base={harbor_stub.base_url}", "--ak", f"n={N}",
+        "--ak", "seed=7", "-o", str(jobs), "--job-name", "turnbon", "-n", "3", "-y",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return jobs / "turnbon"
+
+
+def trial(job: Path, task: str) -> Path:
+    (path,) = [p for p in job.iterdir() if p.name.startswith(f"{task}__")]
+    return path
+
+
+def result(job: Path, task: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((trial(job, task) / "result.json").read_text())
+    return data
+
+
+def turn_lines(job: Path, task: str) -> list[dict[str, Any]]:
+    text = (trial(job, task) / "agent" / "turns.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_the_right_commands_earn_reward_1(job: Path) -> None:
+    hello = result(job, "hello-file")
+    assert hello["exception_info"] is None
+    assert hello["verifier_result"]["rewards"] == {"reward": 1.0}
+    assert hello["agent_info"]["name"] == "turnbon"
+
+
+def test_the_wrong_commands_earn_reward_0(job: Path) -> None:
+    greeting = result(job, "greeting-file")
+    assert greeting["exception_info"] is None
+    assert greeting["verifier_result"]["rewards"] == {"reward": 0.0}
+
+
+def test_every_turn_is_recorded_in_the_agent_folder(job: Path) -> None:
+    lines = turn_lines(job, "hello-file")
+    # the answer, then its confirmation: Terminus-2's loop
+    assert len(lines) == 2
+    first, second = (line["record"] for line in lines)
+    assert first["n_requested"] == N and first["n_ok"] == N
+    # echo and printf are two actions: the selector chose; the confirmation was unanimous
+    assert first["selector"] != "unanimous" and second["selector"] == "unanimous"
+    assert first["candidates"][0]["tool_calls"][0]["args"]["keystrokes"] == [
+        "echo 'Hello, world!' > /app/hello.txt\n"
+    ]
+    assert first["usage"]["selector"]["prompt_tokens"] == SELECTOR_USAGE["prompt_tokens"]
+    assert "Are you sure" in lines[0]["observation"][0]["content"]
+    # Harbor's context holds both turns' tokens, generator and selector
+    context = result(job, "hello-file")["agent_result"]
+    assert context["n_input_tokens"] == 2 * 900 + 500
+    assert context["n_output_tokens"] == 2 * 240 + 20
+    assert context["metadata"]["turnbon"]["turns"] == 2
+
+
+def test_an_agent_timeout_keeps_the_turn_it_was_in(job: Path) -> None:
+    slow = result(job, "slow-task")
+    assert slow["exception_info"]["exception_type"] == "AgentTimeoutError"
+    (line,) = turn_lines(job, "slow-task")
+    assert line["observation"] is None  # cancelled while its command ran
+    assert line["record"]["candidates"][0]["tool_calls"][0]["args"]["keystrokes"] == ["sleep 60\n"]
+    assert slow["agent_result"]["n_input_tokens"] == 900
+
+
+def test_no_key_reaches_a_record(job: Path) -> None:
+    key = harbor_env()["OPENAI_API_KEY"]
+    for path in job.rglob("*"):
+        if path.is_file():
+            assert key not in path.read_text(errors="replace"), path
+
+
+def test_turnbon_report_reads_the_job_folder(job: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(BIN / "turnbon"), "report", str(job), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "report.md").read_text()
+    # 1 of 3 passed: hello-file; greeting-file wrong, slow-task out of time
+    assert "| N=4 | 3 | 1 | 33.3% |" in report
+    table1 = report.split("## Cost (Table 1)")[1].split("\n## ")[0]
+    # per attempt: turns (2 + 2 + 1) / 3; output tokens of the generator, 240 a turn:
+    # (480 + 480 + 240) / 3, and of the selector, 20 / 3
+    assert f"| N=4 | 3 | 1.7 | 400 | 7 | {DASH} |" in table1  # no baseline
+
+
+def test_a_wrong_option_is_refused_before_any_container_starts() -> None:
+    done = harbor(
+        "run", "-p", str(TASKS / "hello-file"), "-e", "podman", "-a",
+        "turnbon_harbor:TurnBoNAgent", "-m", "openai/stub", "--ak", "nn=4", "-y",
+        "-o", "/nonexistent/jobs",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "unknown option(s) nn" in done.stdout + done.stderr
