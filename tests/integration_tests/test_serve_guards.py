@@ -367,6 +367,30 @@ def test_the_stub_answers_what_the_serve_page_shows() -> None:
     assert response.usage is not None and response.usage.total_tokens == int(tokens)
 
 
+def test_the_stubs_drafts_are_counted_out_of_the_turns_n() -> None:
+    """`--model stub -n 4`: every candidate is a draft "of 4", numbered 1 to 4 (they were
+    drafts 1 to 3 "of 3", whatever N was)."""
+    command = ServeCommand("--model", "stub", "-n", "4", "--seed", "1")
+    try:
+        client = OpenAI(base_url=command.base_url, api_key="none", max_retries=0)
+        answers = [
+            client.chat.completions.create(model="turnbon", messages=MESSAGES) for _ in range(3)
+        ]
+    finally:
+        command.stop()
+    drafts = []
+    for answer in answers:
+        record = answer.model_extra["turnbon"]  # type: ignore[index]
+        assert record["n_requested"] == 4
+        texts = [answer.choices[0].message.content or ""]
+        texts += [candidate["content"] for candidate in record["candidates"]]
+        for text in texts:
+            found = re.fullmatch(r"Stub draft (\d+) of (\d+)\. You said: what next\?", text)
+            assert found is not None and found[2] == "4", text
+            drafts.append(int(found[1]))
+    assert set(drafts) <= {1, 2, 3, 4}
+
+
 def test_serve_model_stub_streams_through_the_sdk(stub_command: ServeCommand) -> None:
     client = OpenAI(base_url=stub_command.base_url, api_key="none", max_retries=0)
     stream = client.chat.completions.create(model="turnbon", messages=MESSAGES, stream=True)

@@ -69,7 +69,7 @@ EPILOG = (
     "process ends by that signal (SIGINT: exit code 130). Exit codes: 1 the server could "
     "not start; 2 bad input (a bad flag, option or --config file). --model stub serves a "
     "scripted stand-in on loopback (no model, no key, no network): each candidate is a "
-    "numbered draft echoing the last user message, and the selector takes the first it "
+    "numbered draft (1 to N) echoing the last user message; the selector takes the first it "
     "is shown."
 )
 
@@ -284,7 +284,7 @@ def serve_config(
         ) from None
     model, local = settings["model"], None
     if model == STUB_MODEL:
-        model, local = _stub(settings, options.get("seed"), stack)
+        model, local = _stub(settings, options, stack)
     config = ServeConfig(
         model=model,
         turn=turn_settings(settings, options, local),
@@ -304,10 +304,11 @@ def serve_config(
 
 
 def _stub(
-    settings: dict[str, Any], seed: int | None, stack: ExitStack | None
+    settings: dict[str, Any], options: dict[str, Any], stack: ExitStack | None
 ) -> tuple[str, dict[str, Any]]:
     """`--model stub`: the stub's model id and connection, its server started here (for
-    as long as `stack`), or the parent's for a `--workers` process."""
+    as long as `stack`, playing drafts out of the turn's n, seeded by its seed), or the
+    parent's for a `--workers` process."""
     from turnbon_graph.cli.models import STUB_ID, start_stub
     from turnbon_graph.errors import ConfigurationError
 
@@ -320,19 +321,21 @@ def _stub(
             )
     if stack is None:
         return STUB_ID, {"api_base": os.environ[WORKER_STUB], "api_key": "none"}
-    endpoint = start_stub(ServedStub(), "serve", stack, seed=seed)
+    # -n always has a value (the flag's default); turn_config refuses a bad one next
+    endpoint = start_stub(ServedStub(options["n"]), "serve", stack, seed=options.get("seed"))
     os.environ[WORKER_STUB] = endpoint["api_base"]
     return STUB_ID, endpoint
 
 
 class ServedStub:
     """What `turnbon serve --model stub` plays: any chat request, as the generator, gets
-    a numbered draft that echoes its last user message (drafts 1 to 3, drawn seeded, so
-    candidates may differ and the selector is asked; a request for `n` choices gets `n`
-    drafts); as the selector, it takes the first candidate it is shown (which, shuffled,
-    is any of them). No tool is called."""
+    a numbered draft that echoes its last user message (drafts 1 to `drafts`, the turn's
+    n, drawn seeded, so candidates may differ and the selector is asked; a request for `n`
+    choices gets `n` drafts); as the selector, it takes the first candidate it is shown
+    (which, shuffled, is any of them). No tool is called."""
 
-    DRAFTS = 3
+    def __init__(self, drafts: int) -> None:
+        self.drafts = drafts
 
     def stub_policy(self, seed: int | None = None) -> Any:
         import random
@@ -354,8 +357,8 @@ class ServedStub:
             said = last_user_text(request) or "(no user message)"
             asked = (request.body or {}).get("n")
             count = asked if isinstance(asked, int) and asked > 0 else 1
-            drafts = [draws.randint(1, self.DRAFTS) for _ in range(count)]
-            texts = [f"Stub draft {d} of {self.DRAFTS}. You said: {said}" for d in drafts]
+            drafts = [draws.randint(1, self.drafts) for _ in range(count)]
+            texts = [f"Stub draft {d} of {self.drafts}. You said: {said}" for d in drafts]
             return chat_completion(choices=[choice(t, index=i) for i, t in enumerate(texts)])
 
         return answer
