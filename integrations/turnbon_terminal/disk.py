@@ -79,13 +79,10 @@ class EpisodeDisk:
             return cls(root, None, support)
         mkfs, mount, _ = support.tools
         image = episode / IMAGE_NAME
-        with open(image, "wb") as handle:
-            handle.truncate(storage_mb << 20)  # sparse: no host disk until written
         disk = cls(root, image, support)
         try:
-            # No journal and no reserved blocks: a scratch disk that lives one episode.
-            _run([mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "nodiscard", str(image)])
-            _run([mount, "-o", "loop,nosuid,nodev,noatime", str(image), str(root)])
+            format_image(image, storage_mb, mkfs)
+            run_tool([mount, "-o", "loop,nosuid,nodev,noatime", str(image), str(root)])
         except BaseException:
             disk.release()
             raise
@@ -129,9 +126,9 @@ def unmount(point: Path, support: DiskSupport) -> None:
     if umount is None:
         raise SandboxError(f"cannot unmount {point}: umount is missing")
     try:
-        _run([umount, str(point)])
+        run_tool([umount, str(point)])
     except SandboxError:
-        _run([umount, "-l", str(point)])
+        run_tool([umount, "-l", str(point)])
 
 
 def unmount_below(folder: Path) -> None:
@@ -149,7 +146,18 @@ def unmount_below(folder: Path) -> None:
             unmount(Path(point), DiskSupport(None))
 
 
-def _run(argv: list[str]) -> None:
+def format_image(image: Path, storage_mb: int, mkfs: str) -> None:
+    """A sparse file of `storage_mb` (no host disk until written) holding an empty ext4
+    file system, with no journal and no reserved blocks: a scratch disk that lives one
+    episode (blocking)."""
+    with open(image, "wb") as handle:
+        handle.truncate(storage_mb << 20)
+    run_tool([mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "nodiscard", str(image)])
+
+
+def run_tool(argv: list[str]) -> None:
+    """Runs a system tool (mkfs, mount, ...) with a fixed PATH; SandboxError with its
+    message when it fails (blocking)."""
     try:
         done = subprocess.run(
             argv,

@@ -6,16 +6,24 @@ import asyncio
 import contextlib
 import functools
 import os
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from langchain_core.tools import BaseTool
 
 from turnbon_graph.bench.copying import copy_tree
 from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_graph.errors import ConfigurationError, ResourceLimitError
-from turnbon_terminal.errors import SandboxError, SetupScriptError, TaskFormatError
+from turnbon_terminal.container import LIFETIME_MARGIN_S, ContainerHost
+from turnbon_terminal.container_episode import ContainerEpisode
+from turnbon_terminal.errors import (
+    DockerRequiredError,
+    SandboxError,
+    SetupScriptError,
+    TaskFormatError,
+)
 from turnbon_terminal.limits import Limits, MiB
 from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxHost, SandboxSettings
 from turnbon_terminal.settings import SandboxKind
@@ -23,6 +31,7 @@ from turnbon_terminal.shell_tool import ShellTool
 from turnbon_terminal.stub_policy import StubPolicy
 from turnbon_terminal.tasks import (
     SETUP_SCRIPT,
+    DockerTaskSkipped,
     TerminalTask,
     inline_task,
     load_tasks,
@@ -122,16 +131,26 @@ class TerminalEpisode:
         await self.sandbox.close()
 
 
+SandboxChoice = Literal["bwrap", "uid", "container"]
+SANDBOX_CHOICES = ("bwrap", "uid", "container")
+
+
 class TerminalEnvironment:
     """Terminal tasks (Terminal-Bench 2 layout), each episode in a sandbox of its own.
 
     `tasks_dir`: a folder of task folders, or one task folder; None: the shipped suite.
-    Every command runs in the episode's bubblewrap sandbox (`bwrap` must be installed;
-    as root, also as a uid of its own); `sandbox="uid"` is the old, weak fallback
-    without bwrap (see the README for what each does and does not protect against).
-    Each episode's memory, storage and CPUs are bounded by its task's `[environment]`
-    budget (`turnbon_terminal.budget`) where the machine allows; `enforce_budgets=False`
-    leaves only the per-process rlimits."""
+    Where episodes run is chosen per task (`sandbox=None`): a task with an
+    `environment/Dockerfile` or a `docker_image` in a container of its image
+    (`turnbon_terminal.container`: Podman or Docker, `engine=` or `$TURNBON_ENGINE`;
+    `keep_images=True` keeps the images built from Dockerfiles for later episodes),
+    any other in a bubblewrap sandbox on the host (`bwrap` must be installed; as root,
+    also as a uid of its own). `sandbox="container"` runs every task in a container,
+    `sandbox="bwrap"` every task on the host (refusing those that need an image, or
+    skipping them with `skip_docker=True`), and `sandbox="uid"` is the old, weak
+    fallback without bwrap (see the README for what each does and does not protect
+    against). Each episode's memory, storage and CPUs are bounded by its task's
+    `[environment]` budget (`turnbon_terminal.budget`) where the machine allows;
+    `enforce_budgets=False` leaves only the per-process rlimits."""
 
     name = "terminal"
 
@@ -144,38 +163,75 @@ class TerminalEnvironment:
         hard_output_limit: int = 10 * MiB,
         limits: Limits | None = None,
         isolate_user: bool | None = None,
-        sandbox: SandboxKind = "bwrap",
+        sandbox: SandboxChoice | None = None,
         work_root: str | Path | None = None,
         env: Mapping[str, str] | None = None,
         skip_docker: bool = False,
         verifier_python: str | None = None,
         enforce_budgets: bool = True,
+        engine: str | None = None,
+        keep_images: bool = False,
     ) -> None:
-        self._tasks = {t.id: t for t in load_tasks(tasks_dir, skip_docker=skip_docker)}
+        if sandbox is not None and sandbox not in SANDBOX_CHOICES:
+            raise ConfigurationError(
+                f"sandbox must be one of {', '.join(SANDBOX_CHOICES)} or None (each task "
+                f"where it belongs), got {sandbox!r}"
+            )
+        self._choice = sandbox
+        tasks = load_tasks(tasks_dir, skip_docker=skip_docker)
+        if sandbox in ("bwrap", "uid"):
+            tasks = _host_tasks(tasks, sandbox, skip=skip_docker)
+        self._tasks = {t.id: t for t in tasks}
         self.settings = SandboxSettings(
             command_timeout=command_timeout,
             output_limit=output_limit,
             hard_output_limit=hard_output_limit,
             limits=limits or Limits(),
             isolate_user=isolate_user,
-            sandbox=sandbox,
+            sandbox="uid" if sandbox == "uid" else "bwrap",
             hidden=tuple(t.folder for t in self._tasks.values()),
             work_root=Path(work_root) if work_root is not None else None,
             env=dict(env or {}),
             enforce_budgets=enforce_budgets,
         )
-        self._host = SandboxHost(self.settings)
+        self._host: SandboxHost | None = None
+        self._containers: ContainerHost | None = None
+        if any(not self._in_container(t) for t in tasks):
+            self._host = SandboxHost(self.settings)
+        if any(self._in_container(t) for t in tasks):  # the engine is needed: found now
+            self._containers = ContainerHost(self.settings, engine=engine, keep_images=keep_images)
+        self._engine, self._keep_images = engine, keep_images
         self._python = VerifierPython(verifier_python)
 
     @property
+    def host(self) -> SandboxHost:
+        """Where host-sandbox episodes are made (set up on first use)."""
+        if self._host is None:
+            self._host = SandboxHost(self.settings)
+        return self._host
+
+    @property
+    def containers(self) -> ContainerHost:
+        """Where container episodes are made (the engine found on first use)."""
+        if self._containers is None:
+            self._containers = ContainerHost(
+                self.settings, engine=self._engine, keep_images=self._keep_images
+            )
+        return self._containers
+
+    @property
     def isolated(self) -> bool:
-        """Whether each episode runs as a uid of its own."""
-        return self._host.isolate
+        """Whether each host-sandbox episode runs as a uid of its own."""
+        return self.host.isolate
 
     @property
     def sandbox(self) -> SandboxKind:
-        """ "bwrap", or "uid" (the weak fallback, when asked for)."""
+        """ "bwrap", or "uid" (the weak fallback, when asked for): how host-sandbox
+        episodes are isolated."""
         return self.settings.sandbox
+
+    def _in_container(self, task: TerminalTask) -> bool:
+        return self._choice == "container" or (task.container is not None and self._choice is None)
 
     def tasks(self) -> Sequence[TaskSpec]:
         return [t.spec for t in self._tasks.values()]
@@ -207,12 +263,15 @@ class TerminalEnvironment:
         `turnbon bench --env terminal --model stub` (see `turnbon_terminal.stub_policy`)."""
         return StubPolicy(self.terminal_tasks(), p_solve=p_solve, p_inspect=p_inspect, seed=seed)
 
-    async def start(self, task: TaskSpec, trial: int) -> TerminalEpisode:
-        """A fresh working directory with the task's files, after its setup.sh ran."""
+    async def start(self, task: TaskSpec, trial: int) -> TerminalEpisode | ContainerEpisode:
+        """A fresh working directory with the task's files, after its setup.sh ran (on
+        the host), or a started container of the task's image."""
         terminal_task = self.task(task.id)
+        if self._in_container(terminal_task):
+            return await self._start_container(terminal_task, trial)
         sandbox = await _to_the_end(
             functools.partial(
-                self._host.create,
+                self.host.create,
                 network=terminal_task.allow_internet,
                 budget=terminal_task.budget,
             ),
@@ -237,6 +296,47 @@ class TerminalEnvironment:
             await sandbox.close()
             raise
         return TerminalEpisode(terminal_task, sandbox, self._python)
+
+    async def _start_container(self, task: TerminalTask, trial: int) -> ContainerEpisode:
+        if task.container is None:
+            raise DockerRequiredError(
+                f"task {task.id} names no image (no environment/Dockerfile, no "
+                "docker_image): run it without sandbox='container'"
+            )
+        spec = task.container
+        lifetime = (
+            spec.build_timeout_s
+            + task.spec.agent_timeout_s
+            + task.spec.verifier_timeout_s
+            + LIFETIME_MARGIN_S
+        )
+        container = await self.containers.create(
+            f"{task.id}-{trial}",
+            spec,
+            network=task.allow_internet,
+            budget=task.budget,
+            lifetime_s=lifetime,
+        )
+        return ContainerEpisode(task, container)
+
+
+def _host_tasks(tasks: list[TerminalTask], sandbox: str, *, skip: bool) -> list[TerminalTask]:
+    """The tasks the host sandbox can run: those that need an image are refused (or
+    skipped with a warning, with `skip`)."""
+    kept = []
+    for task in tasks:
+        if task.container is None:
+            kept.append(task)
+            continue
+        message = (
+            f"task {task.id} runs in a container ({task.container.describe()}), and "
+            f"sandbox={sandbox!r} asks for the host sandbox: drop it (or `--sandbox "
+            f"{sandbox}`) to run the task in its container"
+        )
+        if not skip:
+            raise DockerRequiredError(message)
+        warnings.warn(f"skipped: {message}", DockerTaskSkipped, stacklevel=3)
+    return kept
 
 
 async def _to_the_end(
@@ -318,7 +418,12 @@ def _inside(path: str, root: Path) -> str | None:
     return None
 
 
-def environment(spec: str | None = None) -> TerminalEnvironment:
+def environment(spec: str | None = None, *, sandbox: str | None = None) -> TerminalEnvironment:
     """The `turnbon.environments` entry point `terminal`: `spec` is a tasks directory
-    (or one task folder); None or empty runs the shipped suite."""
-    return TerminalEnvironment(tasks_dir=spec or None)
+    (or one task folder); None or empty runs the shipped suite. `sandbox` is the
+    commands' `--sandbox` ("bwrap" or "container"; None: each task where it belongs)."""
+    if sandbox is not None and sandbox not in SANDBOX_CHOICES:
+        raise ConfigurationError(
+            f"--sandbox must be one of {', '.join(SANDBOX_CHOICES)}, got {sandbox!r}"
+        )
+    return TerminalEnvironment(tasks_dir=spec or None, sandbox=cast(SandboxChoice, sandbox))

@@ -14,8 +14,8 @@ class TaskFormatError(TerminalError, ValueError):
 
 
 class DockerRequiredError(TaskFormatError):
-    """A task whose environment is a Docker image (a Dockerfile, a compose file or a
-    `docker_image`): this sandbox runs commands on the host and cannot build it."""
+    """A task whose environment cannot run here: a compose file (several services), or
+    an image (a Dockerfile or `docker_image`) while the host sandbox was asked for."""
 
 
 class SandboxError(TerminalError):

@@ -1,16 +1,27 @@
-"""The agent's one tool: `shell(command)`, run with `bash -c` in the episode's sandbox."""
+"""The agent's one tool: `shell(command)`, run with `bash -c` in the episode's sandbox
+(the host sandbox's, or the episode's container)."""
 
 from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.tools import BaseTool
 from langchain_core.tools.base import ArgsSchema
 from pydantic import BaseModel, Field
 
-from turnbon_terminal.sandbox import Sandbox
+from turnbon_terminal.result import CommandResult
+from turnbon_terminal.settings import SandboxSettings
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """Where an episode's commands run: a `Sandbox` or a `Container`."""
+
+    settings: SandboxSettings
+
+    async def run(self, command: str) -> CommandResult: ...
 
 
 class ShellArgs(BaseModel):
@@ -26,9 +37,9 @@ class ShellTool(BaseTool):
     name: str = "shell"
     description: str = ""
     args_schema: ArgsSchema | None = ShellArgs
-    sandbox: Sandbox = Field(exclude=True)
+    sandbox: CommandRunner = Field(exclude=True)
 
-    def __init__(self, sandbox: Sandbox, **kwargs: Any) -> None:
+    def __init__(self, sandbox: CommandRunner, **kwargs: Any) -> None:
         timeout = sandbox.settings.command_timeout
         description = (
             "Run a shell command with `bash -c` in the task's working directory and return "

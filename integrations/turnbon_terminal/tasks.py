@@ -4,18 +4,24 @@
       instruction.md        what the agent is told
       task.toml             [agent] timeout_sec, max_turns; [verifier] timeout_sec, env;
                             [metadata] difficulty, category, tags; [environment]
-                            build_timeout_sec (our setup.sh's limit), docker_image,
-                            allow_internet (no network unless true), memory_mb,
-                            storage_mb, cpus (the episode's budget)
-      environment/          copied into the working directory; setup.sh, if present, runs
-                            there (as the episode's user) before the agent starts
+                            build_timeout_sec (the image build's or setup.sh's limit),
+                            docker_image, workdir, network_mode / allow_internet (no
+                            network unless allowed), memory_mb, storage_mb, cpus (the
+                            episode's budget)
+      environment/          a task for the host sandbox: copied into the working
+                            directory; setup.sh, if present, runs there (as the
+                            episode's user) before the agent starts. A container task:
+                            its Dockerfile and build context (`turnbon_terminal.tb2`)
       solution/solve.sh     the reference solution, run from the working directory
-      tests/                a pytest verifier (test_*.py), run after the agent
+      tests/                the verifier: test.sh writing /logs/verifier/reward.txt
+                            (Terminal-Bench 2, in the container), or pytest tests
+                            (test_*.py) run after the agent in the host sandbox
 
 Paths are relative to the working directory, which commands, setup.sh, solve.sh and the
-verifier also find in `TASK_WORKDIR` (Terminal-Bench's `/app`). Real Terminal-Bench 2
-tasks build a Docker image and expect `/app`: they are refused with `DockerRequiredError`
-(or skipped with a warning when `skip_docker=True`).
+verifier also find in `TASK_WORKDIR`. A task with an `environment/Dockerfile` or a
+`docker_image` runs in a container (`turnbon_terminal.container`), at `/app` unless its
+image or task.toml says otherwise; one with a compose file is refused with
+`DockerRequiredError` (or skipped with a warning when `skip_docker=True`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,13 @@ from turnbon_terminal.budget import (
     ResourceBudget,
 )
 from turnbon_terminal.errors import DockerRequiredError, TaskFormatError
+from turnbon_terminal.tb2 import (
+    DEFAULT_BUILD_TIMEOUT_S,
+    ContainerSpec,
+    container_spec,
+    has_test_script,
+    network_allowed,
+)
 
 SHIPPED_TASKS = Path(__file__).resolve().parent / "tasks"
 """The task suite that ships with the package."""
@@ -57,20 +70,14 @@ task with `allow_internet = true` is told the network is reachable instead)."""
 
 _OFFLINE, _ONLINE = "There is no network.", "The network is reachable."
 
-DOCKER_FILES = (
-    "Dockerfile",
-    "docker-compose.yaml",
-    "docker-compose.yml",
-    "compose.yaml",
-    "compose.yml",
-)
 SETUP_SCRIPT = "setup.sh"
 DEFAULT_SETUP_TIMEOUT_S = 120.0
 DEFAULT_VERIFIER_TIMEOUT_S = 120.0
 
 
 class DockerTaskSkipped(UserWarning):
-    """A task that needs Docker was skipped (`load_tasks(..., skip_docker=True)`)."""
+    """A task that cannot run here (a compose file) was skipped (`load_tasks(...,
+    skip_docker=True)`)."""
 
 
 @dataclass(frozen=True)
@@ -83,10 +90,13 @@ class TerminalTask:
     verifier_env: Mapping[str, str] = field(default_factory=dict)
     solution_env: Mapping[str, str] = field(default_factory=dict)
     allow_internet: bool = False
-    """`[environment] allow_internet = true` (the Terminal-Bench 2 key): the sandbox
-    shares the host's network; otherwise it has none (loopback of its own only)."""
+    """`[environment] network_mode = "public"` or `allow_internet = true` (Terminal-Bench
+    2's keys): the sandbox reaches the network; otherwise it has none (loopback only)."""
     budget: ResourceBudget = field(default_factory=ResourceBudget)
     """`[environment] memory_mb`, `storage_mb` and `cpus` (Terminal-Bench 2's keys)."""
+    container: ContainerSpec | None = None
+    """The task's image (a Dockerfile or `docker_image`): it runs in a container; None:
+    in the host sandbox (unless the environment puts every task in a container)."""
 
     @property
     def id(self) -> str:
@@ -112,7 +122,12 @@ class TerminalTask:
 
     @property
     def has_verifier(self) -> bool:
-        return _has_tests(self.tests_dir)
+        return _has_tests(self.tests_dir) or self.has_test_script
+
+    @property
+    def has_test_script(self) -> bool:
+        """Whether its verifier is Terminal-Bench 2's `tests/test.sh` (run in a container)."""
+        return has_test_script(self.folder)
 
     @property
     def instruction_text(self) -> str:
@@ -137,8 +152,9 @@ def load_tasks(
 ) -> list[TerminalTask]:
     """Every task folder in `path` (or `path` itself if it is one), sorted by id.
 
-    `None` loads the shipped suite. A task needing Docker raises `DockerRequiredError`,
-    or with `skip_docker=True` is left out with a `DockerTaskSkipped` warning."""
+    `None` loads the shipped suite. A task with a compose file raises
+    `DockerRequiredError`, or with `skip_docker=True` is left out with a
+    `DockerTaskSkipped` warning."""
     root = Path(path) if path is not None else SHIPPED_TASKS
     if not root.is_dir():
         raise TaskFormatError(f"{root} is not a directory: give a task folder or a folder of them")
@@ -171,21 +187,14 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
     """One task folder; raises `TaskFormatError` saying what is missing or malformed."""
     folder = Path(folder).resolve()
     config = _read_toml(folder / "task.toml")
-    docker = _docker_reason(folder, config)
-    if docker:
-        raise DockerRequiredError(
-            f"task {folder.name} needs Docker ({docker}): this environment runs commands "
-            "in a directory on the host, so it cannot build the task's image, and the "
-            "task's tests expect /app. Run it with Harbor (`harbor run -p <task>`), or "
-            "pass skip_docker=True to skip such tasks with a warning"
-        )
     instruction = read_task_text(folder / "instruction.md").strip()
     if not instruction:
         raise TaskFormatError(f"{folder / 'instruction.md'} is empty: write the task there")
-    if not _has_tests(folder / "tests"):
+    if not _has_tests(folder / "tests") and not has_test_script(folder):
         raise TaskFormatError(
-            f"task {folder.name} has no pytest verifier: add tests/test_*.py "
-            "(checking files below $TASK_WORKDIR)"
+            f"task {folder.name} has no verifier: add tests/test.sh (writing "
+            "/logs/verifier/reward.txt, run in the task's container) or pytest tests, "
+            "tests/test_*.py (checking files below $TASK_WORKDIR)"
         )
     for script in (folder / "environment" / SETUP_SCRIPT, folder / "solution" / "solve.sh"):
         if script.is_file():
@@ -195,7 +204,10 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
     metadata = _table(config, "metadata", folder)
     environment = _table(config, "environment", folder)
     solution = _table(config, "solution", folder)
-    allow_internet = _flag(environment, "allow_internet", folder)
+    allow_internet = network_allowed(config, folder)
+    setup_timeout = _number(environment, "build_timeout_sec", DEFAULT_SETUP_TIMEOUT_S, folder)
+    build_timeout = _number(environment, "build_timeout_sec", DEFAULT_BUILD_TIMEOUT_S, folder)
+    container = container_spec(folder, environment, build_timeout)
     spec = TaskSpec(
         id=folder.name,
         instruction=instruction + (note.replace(_OFFLINE, _ONLINE) if allow_internet else note),
@@ -212,11 +224,12 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
     return TerminalTask(
         spec=spec,
         folder=folder,
-        setup_timeout_s=_number(environment, "build_timeout_sec", DEFAULT_SETUP_TIMEOUT_S, folder),
+        setup_timeout_s=setup_timeout,
         verifier_env=_env(verifier, folder),
         solution_env=_env(solution, folder),
         allow_internet=allow_internet,
         budget=_budget(environment, folder),
+        container=container,
     )
 
 
@@ -305,16 +318,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise TaskFormatError(f"{path} is not valid TOML ({exc}): fix it") from exc
 
 
-def _docker_reason(folder: Path, config: Mapping[str, Any]) -> str | None:
-    for name in DOCKER_FILES:
-        if (folder / "environment" / name).exists():
-            return f"environment/{name}"
-    environment = config.get("environment")
-    if isinstance(environment, dict) and environment.get("docker_image"):
-        return f"docker_image = {environment['docker_image']!r}"
-    return None
-
-
 def _table(config: Mapping[str, Any], name: str, folder: Path) -> dict[str, Any]:
     value = config.get(name, {})
     if not isinstance(value, dict):
@@ -327,13 +330,6 @@ def _number(table: Mapping[str, Any], key: str, default: float, folder: Path) ->
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise TaskFormatError(f"{folder / 'task.toml'}: {key} must be a positive number")
     return float(value)
-
-
-def _flag(table: Mapping[str, Any], key: str, folder: Path) -> bool:
-    value = table.get(key, False)
-    if not isinstance(value, bool):
-        raise TaskFormatError(f"{folder / 'task.toml'}: {key} must be true or false")
-    return value
 
 
 def _text(value: Any) -> str | None:

@@ -16,6 +16,7 @@ from turnbon_terminal import (
     load_tasks,
 )
 from turnbon_terminal.tasks import AGENT_NOTE
+from turnbon_terminal.tb2 import ContainerSpec, NetworkModeWarning
 
 TB2_TOML = """\
 version = "2.0"
@@ -107,28 +108,75 @@ def test_the_agent_is_told_whether_the_task_has_a_network(tmp_path: Path) -> Non
     assert "The network is reachable." in online.spec.instruction
 
 
-def test_refuses_tasks_that_need_docker(tmp_path: Path) -> None:
+def test_a_task_with_a_dockerfile_or_an_image_runs_in_its_container(tmp_path: Path) -> None:
     make_task(tmp_path, "plain")
-    make_task(tmp_path, "dockerized", dockerfile=True)
+    built = make_task(tmp_path, "dockerized", dockerfile=True)
+    make_task(tmp_path, "image", TB2_TOML + 'docker_image = "org/name:tag"\n')
+    dockerized, image, plain = sorted(load_tasks(tmp_path), key=lambda t: t.id)
+    assert plain.container is None
+    assert dockerized.container == ContainerSpec(
+        dockerfile=built / "environment" / "Dockerfile",
+        workdir="/app",
+        build_timeout_s=900.0,
+    )
+    assert image.container is not None and image.container.image == "org/name:tag"
+    assert image.container.dockerfile is None
+    assert (image.budget.cpus, image.budget.memory_mb) == (2, 4096)
+
+
+def test_a_compose_file_is_refused_or_skipped(tmp_path: Path) -> None:
+    make_task(tmp_path, "plain")
+    compose = make_task(tmp_path, "compose", dockerfile=True)
+    (compose / "environment" / "docker-compose.yaml").write_text("services: {}\n")
     with pytest.raises(DockerRequiredError) as caught:
         load_tasks(tmp_path)
     message = str(caught.value)
-    assert "dockerized" in message and "environment/Dockerfile" in message
-    assert "skip_docker=True" in message and "/app" in message
+    assert "compose" in message and "environment/docker-compose.yaml" in message
+    assert "skip_docker=True" in message and "harbor run" in message
     assert isinstance(caught.value, TurnBoNError)
-    with pytest.warns(DockerTaskSkipped, match="dockerized"):
+    with pytest.warns(DockerTaskSkipped, match="compose"):
         tasks = load_tasks(tmp_path, skip_docker=True)
     assert [t.id for t in tasks] == ["plain"]
 
 
-def test_a_docker_image_or_compose_file_needs_docker_too(tmp_path: Path) -> None:
-    make_task(tmp_path, "image", TB2_TOML + 'docker_image = "org/name:tag"\n')
-    with pytest.raises(DockerRequiredError, match="docker_image"):
-        load_tasks(tmp_path)
-    compose = make_task(tmp_path / "other", "compose")
-    (compose / "environment" / "docker-compose.yaml").write_text("services: {}\n")
-    with pytest.raises(DockerRequiredError, match=r"docker-compose\.yaml"):
-        load_tasks(tmp_path / "other")
+@pytest.mark.parametrize(
+    ("lines", "network"),
+    [
+        ("", False),
+        ("allow_internet = true\n", True),
+        ('network_mode = "public"\n', True),
+        ('network_mode = "no-network"\nallow_internet = true\n', False),
+    ],
+)
+def test_the_network_follows_network_mode_then_allow_internet(
+    tmp_path: Path, lines: str, network: bool
+) -> None:
+    toml = TB2_TOML.replace("allow_internet = false\n", lines)
+    make_task(tmp_path, "net", toml, dockerfile=True)
+    (task,) = load_tasks(tmp_path)
+    assert task.allow_internet is network
+    assert ("The network is reachable." in task.spec.instruction) is network
+
+
+def test_container_settings_that_cannot_hold_are_refused_or_warned(tmp_path: Path) -> None:
+    make_task(tmp_path, "a", TB2_TOML + 'network_mode = "allowlist"\n', dockerfile=True)
+    with pytest.raises(TaskFormatError, match="'allowlist' is not supported"):
+        load_tasks(tmp_path / "a")
+    make_task(tmp_path, "b", TB2_TOML + 'env = { HOME_KEY = "${HOME}" }\n', dockerfile=True)
+    with pytest.raises(TaskFormatError, match="takes a value from the host"):
+        load_tasks(tmp_path / "b")
+    phase = TB2_TOML.replace("[verifier]\n", '[verifier]\nnetwork_mode = "public"\n')
+    make_task(tmp_path, "c", phase, dockerfile=True)
+    with pytest.warns(NetworkModeWarning, match=r"\[verifier\] network_mode = 'public'"):
+        load_tasks(tmp_path / "c")
+
+
+def test_a_test_script_is_a_verifier(tmp_path: Path) -> None:
+    folder = make_task(tmp_path, "tb2", dockerfile=True)
+    (folder / "tests" / "test_outputs.py").unlink()
+    (folder / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    (task,) = load_tasks(tmp_path)
+    assert task.has_test_script and task.has_verifier
 
 
 @pytest.mark.parametrize(
@@ -149,7 +197,7 @@ def test_malformed_task_toml_says_what_to_fix(tmp_path: Path, toml: str, problem
 def test_a_task_without_verifier_or_folder_is_refused(tmp_path: Path) -> None:
     folder = make_task(tmp_path, "no-tests")
     (folder / "tests" / "test_outputs.py").unlink()
-    with pytest.raises(TaskFormatError, match="no pytest verifier"):
+    with pytest.raises(TaskFormatError, match=r"no verifier: add tests/test\.sh"):
         load_tasks(tmp_path)
     with pytest.raises(TaskFormatError, match="not a directory"):
         load_tasks(tmp_path / "missing")
@@ -158,7 +206,8 @@ def test_a_task_without_verifier_or_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_docker_skipping_warns_once_per_task(tmp_path: Path) -> None:
-    make_task(tmp_path, "a", dockerfile=True)
+    compose = make_task(tmp_path, "a", dockerfile=True)
+    (compose / "environment" / "compose.yaml").write_text("services: {}\n")
     make_task(tmp_path, "b")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")

@@ -17,11 +17,19 @@ if TYPE_CHECKING:  # `turnbon report` reads runs without importing LangChain's t
     from langchain_core.tools import BaseTool
 
 Outcome = Literal[
-    "pass", "wrong_submission", "out_of_context", "time_limit", "resource_limit", "agent_error"
+    "pass",
+    "wrong_submission",
+    "out_of_context",
+    "time_limit",
+    "resource_limit",
+    "budget_exhausted",
+    "agent_error",
 ]
 """How an attempt ends (the paper's Table 5, plus `resource_limit`: the episode went over
-a memory or storage budget its environment enforces): only an attempt that ended on its
-own can pass, and then the verifier decides between pass and wrong_submission."""
+a memory or storage budget its environment enforces, and `budget_exhausted`: a search's
+token budget could not afford one model call, so the agent never acted): only an attempt
+that ended on its own can pass, and then the verifier decides between pass and
+wrong_submission."""
 
 
 class TaskSpec(BaseModel):
@@ -53,6 +61,9 @@ class Verdict(BaseModel):
     """Why a verifier that ran gave no pass though its exit code might say otherwise (no
     structured report, one that contradicts the exit code, no test collected): kept in
     the episode's record."""
+    reward: float | None = None
+    """The number a benchmark's verifier scored the attempt with, when it gives one
+    (Terminal-Bench 2's reward file): kept in the record; `passed` says what it means."""
     tamper: list[str] = Field(default_factory=list)
     """Evidence that the deliverable meddled with its verification (pytest's hooks,
     reports or modules, the report file, `os._exit`/`atexit`, bytecode), as the verifier

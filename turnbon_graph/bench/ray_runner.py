@@ -67,12 +67,19 @@ class RayOptions:
 
 class RegisteredEnvironment:
     """An installed environment (`turnbon.environments` entry point `name`, built from
-    `spec`) that pickles as just its name and spec: each Ray worker loads it from the
-    package installed on its own machine (the terminal environment's tasks and sandbox
-    are that machine's). `loaded`: the instance this process already has, if any."""
+    `spec` and the environment flags `options`) that pickles as just those: each Ray
+    worker loads it from the package installed on its own machine (the terminal
+    environment's tasks and sandbox are that machine's). `loaded`: the instance this
+    process already has, if any."""
 
-    def __init__(self, name: str, spec: str | None, loaded: Environment | None = None) -> None:
-        self._recipe = (name, spec)
+    def __init__(
+        self,
+        name: str,
+        spec: str | None,
+        loaded: Environment | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self._recipe = (name, spec, None, dict(options or {}))
         self._loaded = loaded
 
     @property
@@ -80,7 +87,8 @@ class RegisteredEnvironment:
         if self._loaded is None:
             from turnbon_graph.bench.registry import load_environment
 
-            self._loaded = load_environment(*self._recipe)
+            name, spec, _, options = self._recipe
+            self._loaded = load_environment(name, spec, options=options)
         return self._loaded
 
     @property
@@ -99,7 +107,7 @@ class RegisteredEnvironment:
             raise AttributeError(attribute)
         return getattr(self.loaded, attribute)
 
-    def __reduce__(self) -> tuple[Any, tuple[str, str | None]]:
+    def __reduce__(self) -> tuple[Any, tuple[str, str | None, None, dict[str, Any]]]:
         return (RegisteredEnvironment, self._recipe)
 
 
@@ -110,10 +118,12 @@ def on_ray_as_asked(
     `env`, `tasks`, `model` and `ray`): workers load the environment from their own
     install, and with `--model stub` off this machine each serves its own stub (the
     driver's is on this machine's loopback)."""
-    from turnbon_graph.cli.arguments import STUB_MODEL
+    from turnbon_graph.cli.arguments import STUB_MODEL, environment_options
 
     stub = args.model == STUB_MODEL and args.ray != "local"
-    registered = RegisteredEnvironment(args.env, args.tasks, loaded=environment)
+    registered = RegisteredEnvironment(
+        args.env, args.tasks, loaded=environment, options=environment_options(args)
+    )
     options = RayOptions(
         address=args.ray,
         worker_stub=stub,

@@ -5,8 +5,8 @@ Light on purpose (no pydantic, no LangChain at import): `turnbon --help` names t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from turnbon_graph.bench.environment import Environment
 
 ENVIRONMENTS_GROUP = "turnbon.environments"
-"""Entry-point group of environment factories, `(spec: str | None) -> Environment`."""
+"""Entry-point group of environment factories, `(spec: str | None, **options) ->
+Environment`; the options are the commands' environment flags (`--sandbox`), passed
+only when given, so a factory that takes none still works without them."""
 
 
 def environment_entry_points() -> list[EntryPoint]:
@@ -25,9 +27,14 @@ def environment_entry_points() -> list[EntryPoint]:
 
 
 def load_environment(
-    name: str, spec: str | None, available: Iterable[EntryPoint] | None = None
+    name: str,
+    spec: str | None,
+    available: Iterable[EntryPoint] | None = None,
+    *,
+    options: Mapping[str, Any] | None = None,
 ) -> Environment:
-    """The environment an installed package registers as `name`, built from `spec`."""
+    """The environment an installed package registers as `name`, built from `spec` (and
+    `options`, keyword arguments of its factory: `{"sandbox": "container"}`)."""
     from turnbon_graph.bench.environment import Environment
     from turnbon_graph.errors import ConfigurationError
 
@@ -46,7 +53,16 @@ def load_environment(
             f"environment {name!r} ({entry.value}) failed to load: {type(exc).__name__}: {exc}; "
             "is the package that provides it installed completely?"
         ) from exc
-    environment = factory(spec)
+    given = dict(options or {})
+    try:
+        environment = factory(spec, **given)
+    except TypeError as exc:
+        if not given or "unexpected keyword argument" not in str(exc):
+            raise
+        flags = ", ".join(f"--{key.replace('_', '-')}" for key in given)
+        raise ConfigurationError(
+            f"environment {name!r} ({entry.value}) takes no {flags}: leave it out"
+        ) from None
     if not isinstance(environment, Environment):
         raise ConfigurationError(
             f"environment {name!r} ({entry.value}) returned {type(environment).__name__}, "

@@ -21,6 +21,10 @@ STUB_MODEL = "stub"
 INTERRUPTED = 130
 """The shell's code for a run stopped by Ctrl-C."""
 DEFAULT_ENV = "terminal"
+SANDBOXES = ("bwrap", "container")
+"""`--sandbox`: an option of the environment's factory (the terminal environment's)."""
+ENVIRONMENT_OPTIONS = ("sandbox",)
+"""The flags passed to the environment's factory as keyword arguments, when given."""
 SELECTOR_KEYWORDS = ("first", "random", "majority")
 """The `--selector` names of selectors that call no model (`models.make_selector`)."""
 MODEL_HINT = (
@@ -60,18 +64,36 @@ def positive_int(text: str) -> int:
     return value
 
 
+def near_keyword(text: str, keywords: Sequence[str]) -> str | None:
+    """The keyword a name with no provider prefix nearly is (`majorty`: majority, `stbu`:
+    stub), or None. No model LiteLLM knows is that close to a keyword (tested against its
+    model list), so no LiteLLM import is needed to tell."""
+    if text in keywords or "/" in text:
+        return None
+    close = difflib.get_close_matches(text.lower(), keywords, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def selector_name(text: str) -> str:
-    """argparse type of --selector: a keyword or a LiteLLM model id, as given. A name
-    with no provider prefix that is a near miss of a keyword (`majorty`, `First`) is
-    refused here, with the keyword it resembles: no model LiteLLM knows is that close
-    to one (tested against its model list), so no LiteLLM import is needed to tell.
-    Other names are model ids, checked against LiteLLM before anything runs."""
-    if text in SELECTOR_KEYWORDS or "/" in text:
-        return text
-    close = difflib.get_close_matches(text.lower(), SELECTOR_KEYWORDS, n=1, cutoff=0.75)
-    if close:
+    """argparse type of --selector: a keyword or a LiteLLM model id, as given. A near
+    miss of a keyword (`majorty`, `First`: `near_keyword`) is refused here, with the
+    keyword it resembles. Other names are model ids, checked against LiteLLM before
+    anything runs."""
+    meant = near_keyword(text, SELECTOR_KEYWORDS)
+    if meant:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is no selector: did you mean {close[0]}? {selector_choices()}"
+            f"{text!r} is no selector: did you mean {meant}? {selector_choices()}"
+        )
+    return text
+
+
+def model_name(text: str) -> str:
+    """argparse type of --model: `stub` or a LiteLLM model id, as given. A near miss of
+    `stub` (`stbu`, `Stub`: `near_keyword`) is refused here; other names are model ids,
+    checked against LiteLLM before anything runs."""
+    if near_keyword(text, (STUB_MODEL,)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no model id: did you mean {STUB_MODEL}? --model takes {MODEL_HINT}"
         )
     return text
 
@@ -213,9 +235,19 @@ SHARED: dict[str, Flag] = {
         ("--tasks",),
         {"metavar": "SPEC", "help": "passed to the environment (which task set, a path, ...)"},
     ),
+    "sandbox": Flag(
+        ("--sandbox",),
+        {
+            "choices": SANDBOXES,
+            "help": "where every episode runs: bwrap, the host sandbox; container, a "
+            "Podman or Docker container of the task's image (default: each task where it "
+            "belongs: a task with an environment/Dockerfile or docker_image in a container)",
+        },
+    ),
     "model": Flag(
         ("--model",),
         {
+            "type": model_name,
             "metavar": "MODEL",
             "help": "a LiteLLM model id, or 'stub': the environment's own scripted stub "
             "policy on a loopback server (no API key, no network)",
@@ -352,9 +384,16 @@ def add_flags(parser: argparse.ArgumentParser, *names: str) -> None:
         SHARED[name].add(parser)
 
 
+def environment_options(settings: Any) -> dict[str, Any]:
+    """The environment flags given (`ENVIRONMENT_OPTIONS`), for its factory; `settings`
+    is parsed flags or a dict of settings."""
+    values = settings if isinstance(settings, dict) else vars(settings)
+    return {k: values[k] for k in ENVIRONMENT_OPTIONS if values.get(k) is not None}
+
+
 def episode_arguments(parser: argparse.ArgumentParser, *, selector: str) -> None:
     """Which environment, tasks, model and selector: what running episodes takes."""
-    add_flags(parser, "env", "tasks")
+    add_flags(parser, "env", "tasks", "sandbox")
     parser.add_argument(
         "--task",
         action="extend",

@@ -38,10 +38,11 @@ def episode_setup(args: argparse.Namespace, *, kind: str | None = None) -> Episo
     """The selector, the environment, the model id and the run folder (named
     `<env>-<kind>-<model>-<time>` by default) of a command that runs episodes."""
     from turnbon_graph.bench.registry import load_environment
+    from turnbon_graph.cli.arguments import environment_options
 
     selector = make_selector(args.selector, args.seed)
     refuse_ignored_flags(args, selector)
-    environment = load_environment(args.env, args.tasks)
+    environment = load_environment(args.env, args.tasks, options=environment_options(args))
     check_model_ids(
         args.model, selector, api_base=args.api_base, selector_api_base=args.selector_api_base
     )

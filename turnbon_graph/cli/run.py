@@ -35,6 +35,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "workdir": None,
     "keep_workdir": False,
     "env": DEFAULT_ENV,
+    "sandbox": None,
     "model": None,
     "n": SHARED["n"].options["default"],
     "selector": None,
@@ -119,7 +120,7 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep a copy of the agent's working directory and print where it is",
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of these settings")
-    SHARED["env"].add(parser)
+    add_flags(parser, "env", "sandbox")
     live_arguments(parser)
     parser.add_argument(
         "--max-turns", type=positive_int, metavar="T", help="default: the task's own limit"
@@ -298,11 +299,13 @@ def _task(settings: dict[str, Any]) -> tuple[Environment, TaskSpec]:
     """The environment and the task the settings name: an inline instruction, a task
     folder, or a task id of the environment."""
     from turnbon_graph.bench.registry import load_environment
+    from turnbon_graph.cli.arguments import environment_options
     from turnbon_graph.errors import ConfigurationError
 
     name = settings["env"]
+    options = environment_options(settings)
     if settings["instruction"] is not None:
-        environment = load_environment(name, None)
+        environment = load_environment(name, None, options=options)
         add = getattr(environment, "add_instruction", None)
         if not callable(add):
             raise ConfigurationError(f"environment {name!r} cannot take an inline instruction")
@@ -314,7 +317,7 @@ def _task(settings: dict[str, Any]) -> tuple[Environment, TaskSpec]:
         return environment, spec
     task = str(settings["task"])
     folder = Path(task)
-    environment = load_environment(name, task if folder.is_dir() else None)
+    environment = load_environment(name, task if folder.is_dir() else None, options=options)
     tasks = {t.id: t for t in environment.tasks()}
     if folder.is_dir():
         if len(tasks) != 1:

@@ -69,6 +69,8 @@ class LiveTranscript:
         if verdict is not None:
             tally = re.findall(r"\d+ (?:passed|failed)[^\n]*", verdict.output or "")
             detail = f" (verifier: {tally[-1].strip(' =')})" if tally else ""
+            if verdict.reward is not None:
+                detail = f" (reward {verdict.reward:g})"
             if verdict.error:
                 detail = f" (verifier error: {_short(verdict.error, 200)})"
             elif verdict.reason:

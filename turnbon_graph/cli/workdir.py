@@ -2,15 +2,22 @@
 working directory and, with --keep-workdir, copies it out before the episode is closed
 (closing removes it), so the agent's files can be inspected afterwards. The copy keeps
 what the files are and leaves out named pipes, sockets and devices, with a note
-(`turnbon_graph.bench.copying`); an odd file never costs the episode its verdict."""
+(`turnbon_graph.bench.copying`); an odd file never costs the episode its verdict.
+
+An episode shows its working directory as `workdir` (a folder on this machine), or, when
+it lives elsewhere (a container), as `location` (words) with an `export_workdir(target)`
+coroutine that copies it to `target` and returns what the copy lacks."""
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+Copier = Callable[[Path], Awaitable[list[str]]]
+"""Copies an episode's working directory to a new folder; returns what the copy lacks."""
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -19,11 +26,20 @@ if TYPE_CHECKING:
 
 
 class KeptEpisode:
-    """An episode that, when closed, copies its working directory to `keep_in` first."""
+    """An episode that, when closed, copies its working directory to `keep_in` first
+    (with `copy`, when it has one)."""
 
-    def __init__(self, episode: Episode, workdir: Path | None, keep_in: Path | None) -> None:
+    def __init__(
+        self,
+        episode: Episode,
+        location: str | None,
+        keep_in: Path | None,
+        copy: Copier | None = None,
+    ) -> None:
         self.episode = episode
-        self.workdir = workdir
+        self.location = location
+        """Where its working directory is, in words (a folder, or one in a container)."""
+        self.copy = copy
         self.keep_in = keep_in
         self.kept: Path | None = None
         self.left_out: list[str] = []
@@ -43,10 +59,12 @@ class KeptEpisode:
 
     async def close(self) -> None:
         try:
-            if self.keep_in is not None and self.workdir is not None:
-                self.kept, self.left_out = await asyncio.to_thread(
-                    _keep, self.workdir, self.keep_in
-                )
+            if self.keep_in is not None and self.copy is not None:
+                try:
+                    self.left_out = await self.copy(self.keep_in)
+                except Exception as exc:  # a full disk, a failed copy: noted, not fatal
+                    self.left_out = [f"the rest, as copying failed ({exc})"]
+                self.kept = self.keep_in if self.keep_in.is_dir() else None
         finally:
             await self.episode.close()
 
@@ -73,43 +91,54 @@ class WorkdirNotes:
     async def start(self, task: TaskSpec, trial: int) -> KeptEpisode:
         episode = await self.environment.start(task, trial)
         workdir = getattr(episode, "workdir", None)
+        copy: Copier | None = getattr(episode, "export_workdir", None)
+        location: str | None = getattr(episode, "location", None)
+        if workdir is not None:
+            location = str(workdir)
+            copy = _copier(Path(workdir))
         keep_in = None
-        if self.keep:
+        if self.keep and copy is not None:
             folder = Path(tempfile.mkdtemp(prefix=f"turnbon-run-{task.id}-{trial + 1}-"))
             keep_in = folder / "work"
-        self.last = KeptEpisode(episode, Path(workdir) if workdir else None, keep_in)
+        self.last = KeptEpisode(episode, location, keep_in, copy)
         return self.last
 
     def note(self) -> str | None:
         """Where the last episode ran and what became of its working directory."""
         last = self.last
-        if last is None or last.workdir is None:
+        if last is None or last.location is None:
             return None
         if last.kept is not None:
-            kept = f"Working copy kept: {last.kept} (the episode ran in {last.workdir})"
+            kept = f"Working copy kept: {last.kept} (the episode ran in {last.location})"
             return kept + _left_out(last.left_out)
         if last.left_out:
             return (
                 f"No working copy kept{_left_out(last.left_out)}; the episode ran in "
-                f"{last.workdir}, removed when it ended"
+                f"{last.location}, removed when it ended"
             )
-        return (
-            f"The episode ran in {last.workdir}, removed when it ended "
-            "(--keep-workdir keeps a copy)"
-        )
+        keeps = " (--keep-workdir keeps a copy)" if last.copy is not None else ""
+        return f"The episode ran in {last.location}, removed when it ended{keeps}"
 
 
-def _keep(workdir: Path, keep_in: Path) -> tuple[Path | None, list[str]]:
-    """Copies `workdir` to `keep_in`: (the copy, or None, and what it lacks)."""
+def _copier(workdir: Path) -> Copier:
+    """Copies the folder `workdir` of this machine (see `_keep`)."""
+
+    async def copy(target: Path) -> list[str]:
+        return await asyncio.to_thread(_keep, workdir, target)
+
+    return copy
+
+
+def _keep(workdir: Path, keep_in: Path) -> list[str]:
+    """Copies `workdir` to `keep_in`; returns what the copy lacks."""
     from turnbon_graph.bench.copying import copy_tree
 
     if not workdir.is_dir():
-        return None, []
+        return []
     try:
-        notes = copy_tree(workdir, keep_in).notes
+        return copy_tree(workdir, keep_in).notes
     except OSError as exc:  # a full disk: what was copied stays, the note says so
-        notes = [f"the rest, as copying failed ({exc})"]
-    return (keep_in if keep_in.is_dir() else None), notes
+        return [f"the rest, as copying failed ({exc})"]
 
 
 def _left_out(notes: list[str], shown: int = 5) -> str:

@@ -1,0 +1,420 @@
+"""One container per episode: made from the task's image, bounded by its budget, and
+every command of the episode run in it with `<engine> exec`.
+
+    <engine> run -d --rm --init --network none --memory M --memory-swap M --cpus C
+        --pids-limit 4096 -v <host folder>/verifier:/logs/verifier
+        [-v <ext4 volume of storage_mb>:<workdir>] --label turnbon.owner=<this process>
+        --entrypoint sleep IMAGE <the episode's longest possible life>
+
+The network is on only when the task allows it. Each command runs as
+`exec -w <workdir> CONTAINER timeout -s KILL <limit> bash -c COMMAND`: its time limit is
+kept inside the container, since killing the engine's client would leave the process
+running there. Every command also carries a variable naming it, by which a command
+whose output floods, or whose episode is cancelled, is found and killed. Processes a
+command leaves in the background run until the episode ends (as in the host sandbox),
+and their output after the command returned is not shown.
+
+The container removes itself when its `sleep` ends, whatever happened to this process;
+`close` removes it, its volume and an image built for it at once, and the first
+episode of a run removes what runs that died left (`turnbon_terminal.owners`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from turnbon_terminal.budget import ResourceBudget
+from turnbon_terminal.cgroups import EpisodeCgroup
+from turnbon_terminal.engine import ContainerError, Engine
+from turnbon_terminal.errors import SandboxError
+from turnbon_terminal.images import EpisodeImage, episode_image
+from turnbon_terminal.output import CappedOutput, Pump
+from turnbon_terminal.owners import OWNER_FILE, OWNER_LABEL, current_owner, sweep
+from turnbon_terminal.result import CommandResult
+from turnbon_terminal.settings import SandboxSettings
+from turnbon_terminal.tb2 import DEFAULT_WORKDIR, ContainerSpec
+from turnbon_terminal.volumes import StorageSupport, is_full, storage_volume
+from turnbon_terminal.workroot import default_work_root, private_dir
+
+VERIFIER_LOGS = "/logs/verifier"
+CONTAINER_PIDS = 4096
+"""Processes a container may hold (Podman's default is 2048, Docker's unbounded)."""
+LIFETIME_MARGIN_S = 900.0
+"""The container's `sleep` outlasts the episode's agent and verifier time by this much."""
+EXEC_GRACE_S = 5.0
+"""How long past a command's limit the client may take before it is killed too."""
+MARK = "TURNBON_COMMAND"
+COMMAND_ENV = {
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "GIT_EDITOR": "true",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PYTHONUNBUFFERED": "1",
+}
+"""Set for the agent's commands: nothing waits for a terminal, a pager or an editor."""
+_NO_TIMEOUT = 4
+_PREPARE = (
+    f'mkdir -p "$1" /logs/agent || exit 3; command -v timeout >/dev/null || exit {_NO_TIMEOUT}'
+)
+"""Makes the working directory and says whether the image has coreutils' `timeout`."""
+_KILL_MARKED = (
+    'for d in /proc/[0-9]*; do grep -qs "$1" "$d/environ" && kill -9 "${d#/proc/}"; '
+    "done 2>/dev/null; true"
+)
+
+
+class ContainerHost:
+    """The engine and settings from which an environment's containers are made."""
+
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        *,
+        engine: str | None = None,
+        keep_images: bool = False,
+        work_root: Path | None = None,
+    ) -> None:
+        self.settings = settings
+        self.engine = Engine.find(engine)
+        self.keep_images = keep_images
+        self.folders = (work_root or settings.work_root or default_work_root()) / "containers"
+        self.storage = StorageSupport.detect(settings.enforce_budgets)
+        self._swept = False
+
+    async def create(
+        self,
+        name: str,
+        spec: ContainerSpec,
+        *,
+        network: bool,
+        budget: ResourceBudget,
+        lifetime_s: float,
+    ) -> Container:
+        """A started container for one episode of the task `spec` describes."""
+        if not self._swept:
+            self._swept = True
+            await asyncio.to_thread(private_dir, self.folders.parent, 0o711)
+            await asyncio.to_thread(private_dir, self.folders, 0o700)
+            await sweep(self.engine, self.folders)
+        safe = re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip(".-")[:40] or "episode"
+        ident = f"turnbon-{safe}-{secrets.token_hex(3)}"
+        folder = await asyncio.to_thread(_host_folder, self.folders, ident)
+        container = Container(self, ident, folder, spec, network=network, budget=budget)
+        try:
+            await container.start(lifetime_s)
+        except BaseException:
+            await asyncio.shield(container.close())
+            raise
+        return container
+
+
+def _host_folder(folders: Path, ident: str) -> Path:
+    """The episode's folder on this machine, named for its owner first (blocking)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{ident}-", dir=folders))
+    (folder / OWNER_FILE).write_text(current_owner() + "\n")
+    (folder / "verifier").mkdir(mode=0o755)
+    return folder
+
+
+class Container:
+    """One episode's container and what it runs (see the module)."""
+
+    def __init__(
+        self,
+        host: ContainerHost,
+        name: str,
+        folder: Path,
+        spec: ContainerSpec,
+        *,
+        network: bool,
+        budget: ResourceBudget,
+    ) -> None:
+        self.host = host
+        self.engine = host.engine
+        self.settings = host.settings
+        self.name = name
+        self.folder = folder
+        self.spec = spec
+        self.network = network
+        self.budget = budget
+        self.image: EpisodeImage | None = None
+        self.workdir = spec.workdir or DEFAULT_WORKDIR
+        self.volume: str | None = None
+        self._mountpoint: str | None = None
+        self._memory: EpisodeCgroup | None = None
+        self._timeout = False
+        self._running = False
+        self._closed = False
+        self._over_budget: str | None = None
+
+    @property
+    def verifier_logs(self) -> Path:
+        """The host folder mounted at /logs/verifier."""
+        return self.folder / "verifier"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def start(self, lifetime_s: float) -> None:
+        owner = current_owner()
+        self.image = await episode_image(
+            self.engine, self.spec, episode=self.name, owner=owner, keep=self.host.keep_images
+        )
+        if self.spec.workdir is None:
+            said = await self.engine.lines(
+                "image", "inspect", "--format", "{{.Config.WorkingDir}}", self.image.name
+            )
+            self.workdir = (said[0].strip() if said else "") or DEFAULT_WORKDIR
+        self.volume = await storage_volume(
+            self.engine,
+            self.host.storage,
+            self.folder,
+            f"{self.name}-work",
+            self.budget.storage_mb,
+            owner,
+        )
+        try:
+            await self._run(owner, lifetime_s)
+        except ContainerError as exc:
+            if self.volume is None:
+                raise
+            # The engine could not mount the volume here (no loop devices?): without it.
+            await self.engine.remove("volume", [self.volume])
+            self.volume = None
+            await self._run(owner, lifetime_s)
+            self.host.storage.off(f"the engine could not mount it: {exc}")
+        self._running = True
+        made, pid = await asyncio.gather(
+            self.engine.call(
+                "exec", self.name, "sh", "-c", _PREPARE, "sh", self.workdir, check=False
+            ),
+            self.engine.lines("inspect", "--format", "{{.State.Pid}}", self.name),
+        )
+        if made.code not in (0, _NO_TIMEOUT):
+            raise ContainerError(
+                f"the container could not make its working directory {self.workdir}: {made.said}"
+            )
+        self._timeout = made.code == 0
+        self._memory = await asyncio.to_thread(_memory_group, int(pid[0]) if pid else 0)
+        if self.volume is not None:
+            where = await self.engine.lines(
+                "volume", "inspect", "--format", "{{.Mountpoint}}", self.volume
+            )
+            self._mountpoint = where[0].strip() if where else None
+
+    async def _run(self, owner: str, lifetime_s: float) -> None:
+        assert self.image is not None
+        budget = self.budget
+        flags = ["run", "-d", "--rm", "--init", "--name", self.name]
+        flags += ["--label", f"{OWNER_LABEL}={owner}"]
+        if not self.network:
+            flags += ["--network", "none"]
+        flags += ["--memory", f"{budget.memory_mb}m", "--memory-swap", f"{budget.memory_mb}m"]
+        flags += ["--cpus", f"{budget.cpus:g}", "--pids-limit", str(CONTAINER_PIDS)]
+        flags += ["-v", f"{self.verifier_logs}:{VERIFIER_LOGS}"]
+        if self.volume is not None:
+            flags += ["-v", f"{self.volume}:{self.workdir}"]
+        for key, value in {**self.spec.env, "TASK_WORKDIR": self.workdir}.items():
+            flags += ["-e", f"{key}={value}"]
+        flags += ["--entrypoint", "sleep", self.image.name, str(int(lifetime_s))]
+        try:
+            await self.engine.call(*flags, limit_s=max(self.spec.build_timeout_s, 60.0))
+        except ContainerError as exc:
+            raise ContainerError(f"the container of {self.name} did not start: {exc}") from None
+
+    @property
+    def over_budget(self) -> str | None:
+        """What of its budget the episode went over (memory, storage), as found after
+        its last command; None while within it."""
+        return self._over_budget
+
+    async def check_budget(self) -> str | None:
+        """`over_budget`, looked at again now."""
+        if self._over_budget is None and self._running:
+            self._over_budget = await asyncio.to_thread(self._breach)
+        return self._over_budget
+
+    def _breach(self) -> str | None:
+        if self._memory is not None and self._memory.oom_kills() > 0:
+            return (
+                f"memory: its processes needed more than memory_mb = {self.budget.memory_mb}, "
+                "so the kernel killed one"
+            )
+        if self._mountpoint is not None and is_full(self._mountpoint):
+            return (
+                f"storage: its files filled storage_mb = {self.budget.storage_mb} "
+                f"(the working directory {self.workdir})"
+            )
+        return None
+
+    async def run(
+        self,
+        command: str,
+        *,
+        time_limit: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """`bash -c command` in the working directory, as the agent's tool runs it."""
+        return await self.execute(
+            ["bash", "-c", command], time_limit=time_limit, env={**COMMAND_ENV, **(env or {})}
+        )
+
+    async def execute(
+        self,
+        argv: Sequence[str],
+        *,
+        time_limit: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        keep: int | None = None,
+    ) -> CommandResult:
+        """Runs `argv` in the container; never raises for the command's own failure."""
+        if self._closed:
+            raise SandboxError("this episode is closed: start a new one to run commands")
+        result = await self._execute(argv, time_limit, env, cwd, keep)
+        result.over_budget = await self.check_budget()
+        return result
+
+    async def _execute(
+        self,
+        argv: Sequence[str],
+        time_limit: float | None,
+        env: Mapping[str, str] | None,
+        cwd: str | None,
+        keep: int | None,
+    ) -> CommandResult:
+        limit = self.settings.command_timeout if time_limit is None else time_limit
+        token = f"{MARK}={secrets.token_hex(8)}"
+        flags = ["exec", "-w", cwd or self.workdir, "-e", token]
+        for key, value in {**self.settings.env, **(env or {})}.items():
+            flags += ["-e", f"{key}={value}"]
+        inside = ["timeout", "-s", "KILL", f"{limit:.3f}"] if self._timeout else []
+        sink = CappedOutput(keep or self.settings.output_limit)
+        read_fd, write_fd = os.pipe()
+        started = time.monotonic()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                self.engine.path,
+                *flags,
+                self.name,
+                *inside,
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        pump = Pump(read_fd, sink, self.settings.hard_output_limit)
+        timed_out = flooded = False
+        try:
+            await pump.open()
+            waiter = asyncio.ensure_future(process.wait())
+            flood = asyncio.ensure_future(pump.flooded.wait())
+            try:
+                await asyncio.wait(
+                    {waiter, flood}, timeout=limit + EXEC_GRACE_S, return_when="FIRST_COMPLETED"
+                )
+            finally:
+                flood.cancel()
+            if not waiter.done():
+                flooded = pump.flooded.is_set()
+                timed_out = not flooded
+                await self._kill_marked(token)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            await waiter
+            assert pump.task is not None
+            await asyncio.wait_for(asyncio.shield(pump.task), self.settings.background_grace)
+        except TimeoutError:
+            pass  # the client's output is closed when it ends: nothing more to read
+        except BaseException:
+            # Cancelled (the agent's time ran out): nothing of it may live on.
+            await asyncio.shield(self._kill_marked(token))
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await pump.stop()
+            raise
+        finally:
+            await pump.stop()
+        sink.freeze()
+        code = process.returncode if process.returncode is not None else -9
+        duration = time.monotonic() - started
+        if code == 137 and self._timeout and duration >= limit:
+            timed_out = True  # `timeout -s KILL` ended it
+        return CommandResult(
+            output=sink.text(),
+            exit_code=-9 if timed_out or flooded else code,
+            timeout=limit,
+            timed_out=timed_out,
+            flooded=flooded,
+            total_bytes=sink.seen,
+            hard_limit=self.settings.hard_output_limit,
+            duration_s=round(duration, 3),
+        )
+
+    async def _kill_marked(self, token: str) -> None:
+        """Kills every process in the container that carries `token` in its environment."""
+        if self._running and not self._closed:
+            with contextlib.suppress(ContainerError, OSError):
+                await self.engine.call(
+                    "exec", self.name, "sh", "-c", _KILL_MARKED, "sh", token,
+                    limit_s=30.0, check=False,
+                )  # fmt: skip
+
+    async def copy_in(self, source: Path, target: str) -> None:
+        """Copies the host folder `source` into the container as `target`."""
+        await self.engine.call("cp", f"{source}/.", f"{self.name}:{target}")
+
+    async def copy_out(self, source: str, target: Path) -> None:
+        """Copies the container's folder `source` to the new host folder `target`."""
+        await self.engine.call("cp", f"{self.name}:{source}/.", str(target))
+
+    async def close(self) -> None:
+        """Removes the container, its volume, the image built for it and its host
+        folder; idempotent, and never stopped halfway by a cancellation."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.shield(self._remove())
+
+    async def _remove(self) -> None:
+        await self.engine.remove("container", [self.name])
+        if self.volume is not None:
+            await self.engine.remove("volume", [self.volume])
+        if self.image is not None and self.image.own:
+            await self.engine.remove("image", [self.image.name])
+        await asyncio.to_thread(shutil.rmtree, self.folder, True)
+
+
+def _memory_group(pid: int) -> EpisodeCgroup | None:
+    """The memory control group of the container whose first process is `pid` on this
+    machine, to read its OOM kills from (None when it cannot be read)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid > 0 else []
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return EpisodeCgroup("v1", (Path("/sys/fs/cgroup/memory") / path.lstrip("/"),))
+    for line in lines:
+        if line.startswith("0::"):
+            return EpisodeCgroup("v2", (Path("/sys/fs/cgroup") / line[3:].lstrip("/"),))
+    return None

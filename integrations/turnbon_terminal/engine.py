@@ -1,0 +1,140 @@
+"""The container engine: Podman or Docker, driven through its command line.
+
+One engine serves an environment: `Engine.find` takes the name it is given (the
+`engine=` option of `TerminalEnvironment`), else the `TURNBON_ENGINE` environment
+variable (which `scripts/base_image.sh` reads too), else `podman` when it is installed,
+else `docker`. Every call runs the CLI as a subprocess of the event loop, never
+blocking it, with a time limit; a failure raises `ContainerError` with the engine's own
+words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from turnbon_graph.errors import ConfigurationError
+from turnbon_terminal.errors import SandboxError
+
+ENGINE_VARIABLE = "TURNBON_ENGINE"
+"""The environment variable that picks the engine (`podman` or `docker`)."""
+ENGINES = ("podman", "docker")
+DEFAULT_CALL_TIMEOUT_S = 120.0
+_SAID = 1500
+"""Characters of the engine's own message kept in an error."""
+
+
+class ContainerError(SandboxError):
+    """The container engine failed: the image did not build or pull, the container did
+    not start, a copy failed. An episode that cannot start ends as an agent error."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What one engine call did."""
+
+    code: int
+    out: bytes
+    err: bytes
+
+    @property
+    def said(self) -> str:
+        """The engine's message (stderr, else stdout), cut to its end."""
+        text = (self.err or self.out).decode(errors="replace").strip()
+        return text[-_SAID:] or f"exit code {self.code}"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A container engine's CLI (`name` is "podman" or "docker")."""
+
+    name: str
+    path: str
+
+    @classmethod
+    def find(cls, choice: str | None = None) -> Engine:
+        """The engine `choice` names, else `$TURNBON_ENGINE`'s, else podman or docker,
+        whichever is installed (podman first)."""
+        wanted = choice or os.environ.get(ENGINE_VARIABLE) or None
+        if wanted is not None and wanted not in ENGINES:
+            origin = "engine=" if choice else f"${ENGINE_VARIABLE}"
+            raise ConfigurationError(
+                f"{origin} must be one of {', '.join(ENGINES)}, got {wanted!r}"
+            )
+        for name in [wanted] if wanted else ENGINES:
+            path = shutil.which(name)
+            if path is not None:
+                return cls(name, path)
+        missing = wanted or "podman or docker"
+        raise ContainerError(
+            f"{missing} is not installed, and this task runs in a container: install "
+            "Podman (as root: `make setup-podman`, which also writes the containers.conf "
+            f"it needs here) or Docker, or set {ENGINE_VARIABLE} to the engine you have"
+        )
+
+    async def call(
+        self,
+        *args: str,
+        limit_s: float = DEFAULT_CALL_TIMEOUT_S,
+        stdin: bytes | None = None,
+        check: bool = True,
+    ) -> Completed:
+        """`<engine> args...`; raises ContainerError when it fails (unless `check` is
+        False) or outlives `limit_s` (then the client is killed)."""
+        process = await asyncio.create_subprocess_exec(
+            self.path,
+            *args,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(process.communicate(stdin), limit_s)
+        except BaseException as exc:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.shield(process.wait())
+            if isinstance(exc, TimeoutError):
+                raise ContainerError(
+                    f"`{self.name} {_shown(args)}` did not finish within {limit_s:g} s"
+                ) from None
+            raise
+        done = Completed(process.returncode or 0, out, err)
+        if check and done.code != 0:
+            raise ContainerError(f"`{self.name} {_shown(args)}` failed: {done.said}")
+        return done
+
+    async def lines(self, *args: str, limit_s: float = DEFAULT_CALL_TIMEOUT_S) -> list[str]:
+        """The non-empty lines a listing call prints (`ps -q`, `images --format ...`)."""
+        done = await self.call(*args, limit_s=limit_s)
+        return [line for line in done.out.decode(errors="replace").splitlines() if line.strip()]
+
+    async def exists(self, kind: str, name: str) -> bool:
+        """Whether the image (`kind` "image"), container or volume `name` exists."""
+        field = "{{.Name}}" if kind == "volume" else "{{.Id}}"
+        done = await self.call(kind, "inspect", name, "--format", field, check=False)
+        return done.code == 0
+
+    async def remove(self, kind: str, names: Sequence[str]) -> None:
+        """Removes containers, volumes or images (`kind`), ignoring those already gone;
+        never raises (cleanup must go on)."""
+        if not names:
+            return
+        command = {
+            "container": ["rm", "-f", "-t", "0"] if self.name == "podman" else ["rm", "-f"],
+            "volume": ["volume", "rm", "-f"],
+            "image": ["rmi"],  # never -f: an image another container uses stays
+        }[kind]
+        with contextlib.suppress(ContainerError, OSError):
+            await self.call(*command, *names, check=False)
+
+
+def _shown(args: Sequence[str]) -> str:
+    """A call's arguments as shown in an error: the first few, never a command's text."""
+    shown = " ".join(args[:3])
+    return shown + (" ..." if len(args) > 3 else "")

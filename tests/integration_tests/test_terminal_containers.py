@@ -1,0 +1,227 @@
+"""Terminal-Bench 2 tasks in containers, under real Podman: `turnbon run` on a task
+folder with a Dockerfile, the reward file as the verdict, the budgets, the network, the
+endings without a reward, and nothing left behind."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.container_tasks import (
+    BASE_IMAGE,
+    HELLO,
+    image_exists,
+    labelled,
+    needs_podman,
+    tb2_task,
+)
+from tests.helpers import runs_once, stub_engine
+from turnbon_graph.bench.environment import TaskSpec, Verdict
+from turnbon_graph.bench.episode import run_agent
+from turnbon_graph.cli import main
+from turnbon_graph.testing import StubServer
+from turnbon_terminal import TerminalEnvironment
+from turnbon_terminal.container_episode import ContainerEpisode
+from turnbon_terminal.environment import TerminalEpisode
+from turnbon_terminal.owners import current_owner
+
+pytestmark = needs_podman
+
+
+def _left_behind() -> dict[str, list[str]]:
+    owner = current_owner()
+    return {kind: labelled(kind, owner) for kind in ("container", "volume", "image")}
+
+
+def test_turnbon_run_passes_with_the_solution_judged_by_reward_txt(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The stub policy proposes the task's solve.sh; the selector picks it.
+    code = main(["run", str(HELLO), "--model", "stub", "-n", "4", "--seed", "0"])
+    out = capsys.readouterr().out
+    assert "Verdict: PASS (reward 1)" in out
+    assert "of the container turnbon-hello-file-0-" in out
+    assert code == 0
+    assert _left_behind() == {"container": [], "volume": [], "image": []}
+    assert image_exists(BASE_IMAGE)
+
+
+def test_turnbon_run_fails_a_wrong_answer_with_reward_0(
+    stub: StubServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    stub.script(runs_once("echo 'Hello, moon!' > /app/hello.txt"))
+    model = ["--model", "openai/m", "--api-base", stub.base_url, "-n", "1"]
+    code = main(["run", str(HELLO), *model])
+    out = capsys.readouterr().out
+    assert "Verdict: FAIL (reward 0)" in out
+    assert code == 1
+    assert _left_behind() == {"container": [], "volume": [], "image": []}
+
+
+def test_the_host_sandbox_can_be_forced_and_refuses_a_container_task(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", str(HELLO), "--model", "stub", "--sandbox", "bwrap"]) == 2
+    err = capsys.readouterr().err
+    assert "task hello-file runs in a container" in err and "--sandbox bwrap" in err
+
+
+def test_the_shipped_tasks_still_run_in_bubblewrap() -> None:
+    env = TerminalEnvironment()
+    task = env.task("largest-file")
+
+    async def start() -> object:
+        episode = await env.start(task.spec, 0)
+        await episode.close()
+        return episode
+
+    assert isinstance(asyncio.run(start()), TerminalEpisode)
+    assert task.container is None
+
+
+def _episode(folder: Path) -> tuple[TerminalEnvironment, TaskSpec]:
+    env = TerminalEnvironment(folder)
+    return env, env.tasks()[0]
+
+
+async def _started(folder: Path) -> ContainerEpisode:
+    env, spec = _episode(folder)
+    episode = await env.start(spec, 0)
+    assert isinstance(episode, ContainerEpisode)
+    return episode
+
+
+def test_memory_over_memory_mb_ends_the_episode_as_a_resource_limit(tmp_path: Path) -> None:
+    folder = tb2_task(tmp_path, "hungry")
+    toml = (folder / "task.toml").read_text().replace("memory_mb = 256", "memory_mb = 64")
+    (folder / "task.toml").write_text(toml)
+
+    async def scenario() -> tuple[str, str | None]:
+        episode = await _started(folder)
+        try:
+            small = await episode.run("head -c 20M /dev/zero | tail > /dev/null")
+            assert small.ok and small.over_budget is None
+            big = await episode.run("head -c 200M /dev/zero | tail > /dev/null")
+            return big.render(), big.over_budget
+        finally:
+            await episode.close()
+
+    shown, over = asyncio.run(scenario())
+    assert over is not None and over.startswith("memory: ") and "memory_mb = 64" in over
+    assert "Killed" in shown and "[the episode went over its budget (memory" in shown
+
+
+@pytest.mark.skipif(
+    not Path("/dev/loop-control").exists(), reason="a storage budget needs loop devices"
+)
+def test_storage_over_storage_mb_is_refused_in_the_working_directory(tmp_path: Path) -> None:
+    folder = tb2_task(tmp_path, "filler")
+    toml = (folder / "task.toml").read_text().replace("storage_mb = 64", "storage_mb = 16")
+    (folder / "task.toml").write_text(toml)
+
+    async def scenario() -> tuple[str, str | None, str]:
+        episode = await _started(folder)
+        try:
+            seeded = await episode.run("cat README.txt && df -m . | tail -1")
+            full = await episode.run("dd if=/dev/zero of=big bs=1M count=40")
+            return seeded.output, full.over_budget, full.output
+        finally:
+            await episode.close()
+
+    seeded, over, said = asyncio.run(scenario())
+    assert "Write hello.txt here." in seeded  # the image's /app was copied onto the volume
+    assert "No space left on device" in said
+    assert over is not None and over.startswith("storage: ") and "storage_mb = 16" in over
+
+
+def test_the_network_is_off_unless_the_task_allows_it(tmp_path: Path) -> None:
+    offline = HELLO
+    online = tb2_task(tmp_path, "online", environment='network_mode = "public"\n')
+
+    async def interfaces(folder: Path) -> str:
+        episode = await _started(folder)
+        try:
+            return (await episode.run("ls /sys/class/net")).output.split()
+        finally:
+            await episode.close()
+
+    assert asyncio.run(interfaces(offline)) == ["lo"]
+    assert "eth0" in asyncio.run(interfaces(online))
+
+
+async def _verified(
+    folder: Path, *, solve: bool = False, then: str = "true"
+) -> tuple[Verdict, str]:
+    """The verdict on an episode of the task in `folder` (after its solution, with
+    `solve`), and the output of the command `then` run after verification."""
+    episode = await _started(folder)
+    try:
+        if solve:
+            assert (await episode.run_solution()).ok
+        verdict = await episode.verify()
+        return verdict, (await episode.run(then)).output.strip()
+    finally:
+        await episode.close()
+
+
+async def test_no_reward_file_is_an_agent_error_never_a_pass(tmp_path: Path) -> None:
+    folder = tb2_task(tmp_path, "silent", test_sh="echo 'I checked nothing'\nexit 0\n")
+    verdict, _ = await _verified(folder, solve=True)
+    assert not verdict.passed and verdict.reward is None
+    assert verdict.error is not None and "wrote no reward" in verdict.error
+    assert "the container had no network" in verdict.error
+    assert "I checked nothing" in verdict.output
+
+
+async def test_a_verifier_that_runs_out_of_time_is_a_fail(tmp_path: Path) -> None:
+    script = "echo started\nsleep 60\necho 1 > /logs/verifier/reward.txt\n"
+    folder = tb2_task(tmp_path, "slow", test_sh=script, verifier_timeout=4.0)
+    sleeping = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null"
+    verdict, count = await _verified(folder, then=f"{sleeping} | grep -c '^sleep 60' || true")
+    assert not verdict.passed and verdict.error is None and verdict.reward is None
+    assert verdict.reason is not None and "did not finish within 3.6 s" in verdict.reason
+    assert "started" in verdict.output
+    assert count == "0"  # killed inside the container, not only its client
+
+
+async def test_a_fractional_reward_is_kept_and_fails(tmp_path: Path) -> None:
+    script = "echo 0.5 > /logs/verifier/reward.txt\n"
+    script += """echo '{"reward": 0.25}' > /logs/verifier/reward.json\n"""
+    verdict, _ = await _verified(tb2_task(tmp_path, "partial", test_sh=script))
+    assert not verdict.passed and verdict.reward == 0.25  # reward.json first, as Harbor
+    assert verdict.reason == "reward 0.25 (a pass needs 1)"
+
+
+async def test_a_reward_file_that_links_elsewhere_is_not_read(tmp_path: Path) -> None:
+    script = "ln -s /etc/hostname /logs/verifier/reward.txt\n"
+    verdict, _ = await _verified(tb2_task(tmp_path, "linked", test_sh=script))
+    assert not verdict.passed
+    assert verdict.error is not None and "reward.txt is a symbolic link" in verdict.error
+
+
+async def test_a_docker_image_task_runs_that_image_and_never_removes_it(tmp_path: Path) -> None:
+    folder = tb2_task(tmp_path, "prebuilt", environment=f'docker_image = "{BASE_IMAGE}"\n')
+    (folder / "environment" / "Dockerfile").unlink()
+    verdict, where = await _verified(folder, solve=True, then="pwd")
+    assert where == "/app"  # the image has no WORKDIR: /app, made
+    assert verdict.passed and verdict.reward == 1.0
+    assert await asyncio.to_thread(image_exists, BASE_IMAGE)
+
+
+def test_a_task_that_does_not_build_ends_as_an_agent_error(tmp_path: Path) -> None:
+    folder = tb2_task(tmp_path, "unbuildable")
+    (folder / "environment" / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nRUN exit 3\n")
+    env, spec = _episode(folder)
+
+    async def scenario() -> object:
+        with StubServer() as stub:
+            stub.script(runs_once("true"))
+            return await run_agent(env, stub_engine(stub, n=1), spec, 0)
+
+    end = asyncio.run(scenario())
+    assert end.outcome == "agent_error"
+    assert end.error is not None and "did not build" in end.error
+    assert _left_behind() == {"container": [], "volume": [], "image": []}
