@@ -16,7 +16,7 @@ import pytest
 
 from turnbon_graph import __version__
 from turnbon_graph.cli import main
-from turnbon_graph.cli.arguments import SELECTOR_KEYWORDS, selector_name
+from turnbon_graph.cli.arguments import SELECTOR_KEYWORDS, STUB_MODEL, model_name, selector_name
 from turnbon_graph.cli.models import check_credentials, check_model_ids
 from turnbon_graph.errors import ConfigurationError
 
@@ -144,6 +144,33 @@ def test_a_selector_in_a_config_file_is_held_to_the_same_rule(
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo", "--model", "stbu"],
+        ["run", "largest-file", "--model", "stubb"],
+        ["bench", "--model", "Stub"],
+        ["rollouts", "--model", "sutb"],
+        ["serve", "--model", "stbu"],
+    ],
+)
+def test_a_near_miss_of_stub_is_refused_while_parsing(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = refused(argv, capsys)
+    assert f"turnbon {argv[0]}: error: argument --model: " in err
+    assert "did you mean stub?" in err and "openai/gpt-4o-mini" in err
+
+
+def test_a_model_in_a_config_file_is_held_to_the_same_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text('task = "largest-file"\nmodel = "stbu"\n')
+    err = refused_before_running(["run", "--config", str(config)], capsys)
+    assert f"{config}: model = 'stbu': " in err and "did you mean stub?" in err
+
+
+@pytest.mark.parametrize(
     ("selector", "says"),
     [
         ("foo", "nor a model id LiteLLM can route (it has no provider prefix"),
@@ -235,6 +262,8 @@ def test_no_model_litellm_knows_is_taken_for_a_misspelled_keyword() -> None:
     assert len(bare) > 100
     assert [name for name in bare if selector_name(name) != name] == []
     assert [selector_name(k) for k in SELECTOR_KEYWORDS] == list(SELECTOR_KEYWORDS)
+    assert [name for name in bare if model_name(name) != name] == []  # nor for `stub`
+    assert model_name(STUB_MODEL) == STUB_MODEL
 
 
 def _litellm_imported_after(argv: list[str]) -> bool:
@@ -258,6 +287,7 @@ def _litellm_imported_after(argv: list[str]) -> bool:
         ["bench", "--model", "stub", "--trails", "2"],
         ["bench"],
         ["demo", "--selector", "majorty", "--model", "stub"],
+        ["demo", "--model", "stbu"],
         ["--version"],
         ["demo", "--help"],
     ],
