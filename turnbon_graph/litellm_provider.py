@@ -68,7 +68,17 @@ _T = TypeVar("_T")
 
 class TurnBoNProvider(CustomLLM):
     """A LiteLLM `CustomLLM` whose every completion is a Turn-BoN turn over the inner
-    model the id names. Takes the `TurnConfig` options by keyword, or `config=`."""
+    model the id names. Takes the `TurnConfig` options by keyword, or `config=`.
+
+    Args:
+        config: a ready `TurnConfig`; None starts from the defaults.
+        **options: any `TurnConfig` option by name, over `config`; `TurnConfig`
+            describes each one. `completion_kwargs` go to every inner call, under the
+            call's own connection (`api_base`, `api_key`, headers).
+
+    Raises:
+        ConfigurationError: an option is unknown or has a bad value.
+    """
 
     @takes_turn_options
     def __init__(self, *, config: TurnConfig | None = None, **options: Unpack[TurnOptions]) -> None:
@@ -82,7 +92,20 @@ class TurnBoNProvider(CustomLLM):
     # ------------------------------------------------------------------ engines, loop
 
     def engine(self, model: str, connection: dict[str, Any]) -> TurnEngine:
-        """The engine for `model` on `connection` (api_base, api_key, ...), made once."""
+        """The engine for `model` on `connection`, made on first use and kept, so the
+        calls to one inner model on one connection share its limits.
+
+        Args:
+            model: the inner model id (the call's model without the `turnbon/` prefix).
+            connection: the call's `api_base`, `api_key`, `extra_headers`, ... over
+                `completion_kwargs`.
+
+        Returns:
+            The engine.
+
+        Raises:
+            ConfigurationError: the engine cannot be made (as `TurnEngine.from_config`).
+        """
         digest = hashlib.sha256(json.dumps(connection, sort_keys=True).encode()).hexdigest()
         with self._lock:
             engine = self._engines.get((model, digest))
@@ -123,7 +146,23 @@ class TurnBoNProvider(CustomLLM):
     async def turn(self, call: dict[str, Any]) -> AIMessage:
         """The chosen message for LiteLLM's handler arguments `call`. Failures become
         `CustomLLMError`s with an HTTP status, which LiteLLM raises as its exception of
-        that status (`_failed`), their text free of keys."""
+        that status (`_failed`), their text free of keys.
+
+        Args:
+            call: the keyword arguments LiteLLM passes a custom handler: `model`,
+                `messages`, `optional_params`, `api_base`, `api_key`, `headers`, ...
+
+        Returns:
+            The turn's chosen message, its turn record in `response_metadata`.
+
+        Raises:
+            CustomLLMError: status 401 for the inner model's key, 400 for a request or
+                option the turn refuses, and when every candidate failed the upstream's
+                own 4xx (when all got it), 504 (all timed out) or 502, with a 429's
+                Retry-After.
+            ContextWindowExceededError: every candidate was refused for a context too
+                long for the inner model.
+        """
         connection = _connection(call)
         try:
             request = parse_chat_request(
@@ -179,17 +218,56 @@ class TurnBoNProvider(CustomLLM):
     # ------------------------------------------------------------------ LiteLLM's hooks
 
     def completion(self, *args: Any, **call: Any) -> ModelResponse:
+        """`litellm.completion` on a `turnbon/...` model: one turn, on the provider's loop.
+
+        Args:
+            *args: LiteLLM's positional handler arguments (not used).
+            **call: LiteLLM's keyword handler arguments (as `turn` takes them).
+
+        Returns:
+            An OpenAI-shaped response whose `usage` covers every call of the turn; the
+                turn record is in `_hidden_params["turnbon"]` (`turnbon_record`).
+        """
         return self._response(self._run(self.turn(call)), call)
 
     async def acompletion(self, *args: Any, **call: Any) -> ModelResponse:
+        """`litellm.acompletion` on a `turnbon/...` model (as `completion`).
+
+        Args:
+            *args: LiteLLM's positional handler arguments (not used).
+            **call: LiteLLM's keyword handler arguments (as `turn` takes them).
+
+        Returns:
+            The response, as `completion` returns it.
+        """
         return self._response(await self._arun(self.turn(call)), call)
 
     def streaming(self, *args: Any, **call: Any) -> Iterator[GenericStreamingChunk]:
+        """`litellm.completion(..., stream=True)`: the whole turn, then the chosen message
+        replayed as chunks.
+
+        Args:
+            *args: LiteLLM's positional handler arguments (not used).
+            **call: LiteLLM's keyword handler arguments (as `turn` takes them).
+
+        Yields:
+            The chosen message's text, then its tool calls; the last chunk carries the
+                turn's usage and its record.
+        """
         yield from self._chunks(self._run(self.turn(call)), call)
 
     async def astreaming(  # type: ignore[override]  # an async generator, as LiteLLM calls it
         self, *args: Any, **call: Any
     ) -> AsyncIterator[GenericStreamingChunk]:
+        """`litellm.acompletion(..., stream=True)` (as `streaming`).
+
+        Args:
+            *args: LiteLLM's positional handler arguments (not used).
+            **call: LiteLLM's keyword handler arguments (as `turn` takes them).
+
+        Yields:
+            The chunks `streaming` yields.
+        """
         message = await self._arun(self.turn(call))
         for chunk in self._chunks(message, call):
             yield chunk
@@ -259,7 +337,18 @@ def _context_too_long(failure: CallFailure) -> bool:
 
 def register(provider: TurnBoNProvider, name: str = PROVIDER_NAME) -> TurnBoNProvider:
     """Adds `provider` to `litellm.custom_provider_map` as `name` (replacing one of the
-    same name), so `model="<name>/<inner model id>"` reaches it. Returns `provider`."""
+    same name), so `model="<name>/<inner model id>"` reaches it.
+
+    Args:
+        provider: the provider to register.
+        name: the model id prefix that reaches it.
+
+    Returns:
+        `provider`, its `name` set.
+
+    Raises:
+        ConfigurationError: `provider` is not a `TurnBoNProvider`.
+    """
     if not isinstance(provider, TurnBoNProvider):
         raise ConfigurationError(f"register takes a TurnBoNProvider, got {provider!r}")
     provider.name = name
@@ -269,6 +358,13 @@ def register(provider: TurnBoNProvider, name: str = PROVIDER_NAME) -> TurnBoNPro
 
 
 def turnbon_record(response: Any) -> TurnRecord | None:
-    """The turn record of a `ModelResponse` (or a stream chunk) the provider returned."""
+    """The turn record of a `ModelResponse` (or a stream chunk) the provider returned.
+
+    Args:
+        response: a response or chunk from `litellm.completion`/`acompletion`.
+
+    Returns:
+        Its `TurnRecord`, or None where it carries none.
+    """
     data = (getattr(response, "_hidden_params", None) or {}).get(RECORD_FIELD)
     return TurnRecord.model_validate(data) if data else None
