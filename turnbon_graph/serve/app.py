@@ -83,7 +83,20 @@ def bad_request(exc: ConfigurationError) -> JSONResponse:
 
 
 def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Starlette:
-    """The app serving `config.model` with `config.turn` (or a ready `engine`)."""
+    """The app serving `config.model` with `config.turn` (or a ready `engine`).
+
+    Args:
+        config: what to serve, and the server's limits.
+        engine: a ready engine to serve instead of one made from `config.model` and
+            `config.turn` (tests and embedders that share one).
+
+    Returns:
+        The Starlette app: the chat completions, Responses, models and health routes,
+            with and without `/v1`; `app.state.engine` is its engine.
+
+    Raises:
+        ConfigurationError: the engine cannot be made from `config`.
+    """
     service = _Service(config, engine or TurnEngine.from_config(config.model, config.turn))
     chat = Route("/v1/chat/completions", service.chat, methods=["POST"])
     routes = [

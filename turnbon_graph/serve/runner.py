@@ -32,11 +32,22 @@ def run_server(
     workers: int = 1,
     factory: str | None = None,
 ) -> None:
-    """Serves `config` until SIGTERM or SIGINT; with `workers` > 1, in that many
-    processes on the one port (uvicorn's own workers), each app made by `factory` (an
-    import string "module:function" that builds it afresh in the worker). `log_level`
-    (uvicorn's levels) holds for uvicorn's lines and the server's own (a line per turn
-    at info); `access_log` adds uvicorn's line per request (at info)."""
+    """Serves `config` until SIGTERM or SIGINT.
+
+    Args:
+        config: what to serve, where, and the server's limits.
+        log_level: uvicorn's levels; it holds for uvicorn's lines and the server's own (a
+            line per turn at info).
+        access_log: adds uvicorn's line per request (at info).
+        workers: with more than 1, that many processes on the one port (uvicorn's own
+            workers), each app made by `factory`.
+        factory: an import string "module:function" that builds the app afresh in each
+            worker; needed with several workers.
+
+    Raises:
+        ValueError: several `workers` without a `factory`.
+        ConfigurationError: the engine cannot be made from `config`.
+    """
     settings = {
         **_settings(config, log_level),
         "log_config": log_config(log_level),
@@ -77,7 +88,18 @@ def log_config(log_level: str) -> dict[str, Any]:
 class BackgroundServer:
     """`with BackgroundServer(config) as server:` serves `config` (or a ready `app`) on a
     daemon thread, on a free port of `config.host` unless `port` is given;
-    `server.base_url` is its `/v1` address. Leaving the block stops it."""
+    `server.base_url` is its `/v1` address. Leaving the block stops it.
+
+    Args:
+        config: what to serve, and the server's limits.
+        app: a ready app to serve instead of `create_app(config)`.
+        port: the port to listen on; 0 picks a free one.
+        log_level: uvicorn's log level.
+
+    Raises:
+        ConfigurationError: the engine cannot be made from `config`.
+        RuntimeError: on entering the block, the server did not start within 30 s.
+    """
 
     def __init__(
         self,
@@ -116,6 +138,7 @@ class BackgroundServer:
 
     @property
     def port(self) -> int:
+        """The port the server listens on (raises `RuntimeError` when it is not running)."""
         sockets = [s for server in self._server.servers for s in server.sockets]
         if not sockets:
             raise RuntimeError("the server is not running")
