@@ -85,20 +85,22 @@ def harbor_stub() -> Iterator[StubServer]:
         yield server
 
 
-def harbor_env() -> dict[str, str]:
+def harbor_env(key: bool = True) -> dict[str, str]:
     """The harbor process's environment: this venv's bin first (Harbor finds
     podman-compose on PATH), a key for the stub in the host environment only."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TURNBON_")}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["OPENAI_API_KEY"] = "sk-harbor-test-key-0123456789"
+    env.pop("OPENAI_API_KEY", None)
+    if key:
+        env["OPENAI_API_KEY"] = "sk-harbor-test-key-0123456789"
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     return env
 
 
-def harbor(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def harbor(*args: str, key: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "harbor"), *args],
-        env=harbor_env(),
+        env=harbor_env(key),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -215,11 +217,23 @@ def test_turnbon_report_reads_the_job_folder(job: Path, tmp_path: Path) -> None:
     assert f"| N=4 | 3 | 1.7 | 400 | 7 | {DASH} |" in table1  # no baseline
 
 
-def test_a_wrong_option_is_refused_before_any_container_starts() -> None:
+@pytest.mark.parametrize(
+    ("options", "key", "said"),
+    [
+        (["--ak", "nn=4"], True, "unknown option(s) nn"),
+        ([], False, "needs OPENAI_API_KEY, which is not set"),
+    ],
+    ids=["unknown option", "no key"],
+)
+def test_a_mistake_is_refused_before_any_container_starts(
+    options: list[str], key: bool, said: str, tmp_path: Path
+) -> None:
     done = harbor(
         "run", "-p", str(TASKS / "hello-file"), "-e", "podman", "-a",
-        "turnbon_harbor:TurnBoNAgent", "-m", "openai/stub", "--ak", "nn=4", "-y",
-        "-o", "/nonexistent/jobs",
+        "turnbon_harbor:TurnBoNAgent", "-m", "openai/stub", *options, "-y",
+        "-o", str(tmp_path / "jobs"), key=key,
     )  # fmt: skip
     assert done.returncode == 1
-    assert "unknown option(s) nn" in done.stdout + done.stderr
+    assert said in " ".join((done.stdout + done.stderr).split())
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "jobs").exists()
