@@ -23,10 +23,10 @@ __all__ = ["HARBOR_VERSION", "TurnBoNAgent"]
 def __getattr__(name: str) -> Any:
     """`TurnBoNAgent` on first use, so that `turnbon_harbor.options` works without Harbor."""
     if name == "TurnBoNAgent":
+        # (turnbon_graph, imported first, has LiteLLM read its bundled price map: Harbor
+        # imports LiteLLM, which would otherwise fetch one)
         from turnbon_graph._extras import install_hint
-        from turnbon_graph._litellm.loading import use_bundled_price_map
 
-        use_bundled_price_map()  # Harbor imports LiteLLM, which would fetch its price map
         try:
             from turnbon_harbor.agent import TurnBoNAgent
         except ModuleNotFoundError as exc:
