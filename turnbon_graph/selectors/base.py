@@ -13,14 +13,13 @@ from turnbon_graph.turn.candidates import Candidate, fallback_choice
 
 
 class Selection(BaseModel):
-    """A selector's choice.
-
-    `index` is a position in the `candidates` sequence the selector was given (not the
-    order it showed them to a model: a selector maps its own display order back).
-    """
+    """A selector's choice."""
 
     index: int
+    """A position in the `candidates` the selector was given (not the order it showed
+    them to a model: a selector maps its own display order back)."""
     selector: str
+    """The selector's name, as the turn record keeps it."""
     fallback: str | None = None
     """Why the selector's own answer was not used, or None when it was."""
     permutation: list[int] | None = None
@@ -28,6 +27,7 @@ class Selection(BaseModel):
     answer: str | None = None
     """The raw answer text of a model-based selector."""
     usage: Usage = Field(default_factory=Usage)
+    """What the selector's calls cost."""
     scores: list[float | None] | None = None
     """Per-candidate scores of a scoring selector, by position in `candidates`."""
     none_acceptable: bool = False
@@ -48,11 +48,26 @@ class Selector(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """How the turn record names the selector (`TurnRecord.selector`)."""
+        ...
 
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
-    ) -> Selection: ...
+    ) -> Selection:
+        """Chooses among `candidates`.
+
+        Args:
+            messages: the transcript the candidates answered (the turn's prompt first).
+            candidates: the successful candidates, in generation order: at least two,
+                proposing at least two distinct actions.
+
+        Returns:
+            The choice: `index`, a position in `candidates`; or `none_acceptable`, every
+                candidate rejected; with `scores` or a written `message` where the
+                selector makes them, and what its calls cost.
+        """
+        ...
 
 
 def fall_back(candidates: Sequence[Candidate], why: str, **fields: Any) -> Selection:

@@ -35,8 +35,20 @@ class EnsembleSelector:
     unusably twice do not vote; if none votes it falls back to majority/first. The votes
     go to `answer` as JSON; usage sums every call.
 
-    `client`: the judges made here from model ids call through it. A graph binds every
-    judge that has no client of its own to the graph's client (`bind_client`).
+    Args:
+        judges: a model id, an `LLMSelector`, or a list of them: call i asks
+            `judges[i % len(judges)]`.
+        k: how many calls vote.
+        completion_kwargs: settings for the calls of the judges made here.
+        client: the judges made here from model ids call through it. A graph binds every
+            judge that has no client of its own to the graph's client (`bind_client`).
+        seed: seeds the shuffle the calls' orders are rotations of.
+        response_format: as for `LLMSelector`.
+        allow_none: a judge may reject every candidate.
+
+    Raises:
+        ConfigurationError: `k` is not a whole number >= 1, there is no judge, or judge
+            options are given with a ready `LLMSelector`.
     """
 
     def __init__(
@@ -71,23 +83,46 @@ class EnsembleSelector:
         self.seed = seed
 
     def bind_client(self, client: LiteLLMClient) -> None:
-        """Binds every judge to `client`, unless it was given a client of its own."""
+        """Binds every judge to `client`, unless it was given a client of its own.
+
+        Args:
+            client: the graph's client, whose limits then bound the judges' calls.
+        """
         for judge in self.judges:
             judge.bind_client(client)
 
     @property
     def name(self) -> str:
+        """`ensemble:<k>x<the judges' models>`."""
         models = ",".join(dict.fromkeys(j.model for j in self.judges))
         return f"ensemble:{self.k}x{models}"
 
     def orders(self, candidates: Sequence[Candidate]) -> list[list[int]]:
-        """The display order of each call: rotations of one seeded shuffle."""
+        """The display order of each call: rotations of one seeded shuffle.
+
+        Args:
+            candidates: the candidates to show.
+
+        Returns:
+            `k` orders of their positions, call i's the shuffle rotated by i.
+        """
         base = seeded_order(candidates, self.seed)
         return [base[i % len(base) :] + base[: i % len(base)] for i in range(self.k)]
 
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """Asks the `k` calls concurrently and counts their votes.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            The most-voted candidate (ties: the earliest); every candidate rejected when
+                rejections outnumber every candidate's votes; the majority or the first,
+                with `fallback`, when no judge answered.
+        """
         orders = self.orders(candidates)
         judges = [self.judges[i % len(self.judges)] for i in range(self.k)]
         asked = await gather_all(

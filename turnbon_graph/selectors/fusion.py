@@ -81,7 +81,19 @@ class FusionSelector(ActionWriter):
     Note: a written action carries no private reasoning; providers that require the
     reasoning of a tool-calling turn to be replayed (extended thinking) may reject it.
 
-    `client`: as for `LLMSelector` (without one, a graph binds it to the graph's client).
+    Args:
+        model: the LiteLLM model id that writes the action.
+        completion_kwargs: settings for its calls.
+        client: as for `LLMSelector` (without one, a graph binds it to the graph's
+            client).
+        seed: seeds the shuffled order the candidates are shown in.
+        response_format: as for `LLMSelector`.
+        max_invalid_retries: how often an unusable answer is asked about again.
+        allow_none: the model may reject every candidate instead of writing an action.
+
+    Raises:
+        ConfigurationError: the model id or its settings are refused (as for
+            `LLMSelector`).
     """
 
     def __init__(
@@ -104,11 +116,24 @@ class FusionSelector(ActionWriter):
 
     @property
     def name(self) -> str:
+        """`fusion:<model>`."""
         return f"fusion:{self.model}"
 
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """Asks the model to write the action, shown every candidate.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            The written action as `message`, `index` the candidate closest to it (that
+                candidate alone when the action is its own); every candidate rejected
+                (`allow_none`); the majority or the first, with `fallback`, when no
+                usable answer came.
+        """
         order = seeded_order(candidates, self.seed)
         shown = [candidates[p] for p in order]
         tools = tools_used(candidates)

@@ -81,6 +81,21 @@ class HumanSelector:
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """Pauses the graph until a person answers with a candidate's position.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            The position the person gave (`answer` records it).
+
+        Raises:
+            ConfigurationError: the graph was resumed with an out-of-range or malformed
+                value (the same choice is still pending), or the selector runs outside a
+                LangGraph graph.
+            GraphInterrupt: LangGraph's pause, until the graph is resumed.
+        """
         from langgraph.types import interrupt
 
         try:

@@ -134,19 +134,34 @@ class LLMSelector(ModelCaller):
     it falls back to majority vote when one action has a strict plurality, else to the
     first candidate, and says why in `Selection.fallback`.
 
-    `response_format`: True sends a strict JSON-schema `response_format`, False never
-    does, None (default) does so where LiteLLM says the model supports it.
-    `allow_none`: the model may answer `selected_index: -1` to reject every candidate
-    (the turn then resamples once, then falls back).
-    `max_reason_chars`: a `maxLength` on the reason in the `response_format` schema, for
-    small models whose grammar-constrained reason would otherwise run to `max_tokens`
-    (strict OpenAI schemas do not accept `maxLength`: leave it None there).
-    `client`: the `LiteLLMClient` its calls go through. Without one, a graph binds it
-    to the graph's client (`bind_client`), so `max_concurrency` and `rate_limit` bound it.
+    Args:
+        model: a LiteLLM model id, or any LangChain chat model (`ChatOpenAI`,
+            `ChatAnthropic`, `init_chat_model(...)`): the question then goes through it
+            instead of LiteLLM, with its own settings and retries (`completion_kwargs`
+            do not apply).
+        completion_kwargs: settings for its calls (`temperature`, `api_base`,
+            `api_key`, ...).
+        client: the client its calls go through. Without one, a graph binds it to the
+            graph's client (`bind_client`), so `max_concurrency` and `rate_limit` bound it.
+        seed: seeds the shuffled order the candidates are shown in (with their actions),
+            so a run is reproducible however turns interleave.
+        shuffle: show the candidates in that seeded shuffled order; False: in generation
+            order.
+        response_format: True sends a strict JSON-schema `response_format`, False never
+            does, None (default) does so where LiteLLM says the model supports it.
+        max_invalid_retries: how often an unusable answer is asked about again, the
+            problem stated, before falling back.
+        allow_none: the model may answer `selected_index: -1` to reject every candidate
+            (the turn then resamples once, then falls back).
+        max_reason_chars: a `maxLength` on the reason in the `response_format` schema,
+            for small models whose grammar-constrained reason would otherwise run to
+            `max_tokens` (strict OpenAI schemas do not accept `maxLength`: leave it None
+            there).
 
-    `model` may also be any LangChain chat model (`ChatOpenAI`, `ChatAnthropic`,
-    `init_chat_model(...)`): the question then goes through it instead of LiteLLM, with
-    its own settings and retries (`completion_kwargs` do not apply).
+    Raises:
+        ConfigurationError: `model` is neither a model id nor a chat model,
+            `completion_kwargs` are given with a chat model, or they set what the
+            selector sets itself (`model`, `messages`, `tools`, `n`).
     """
 
     def __init__(
@@ -180,18 +195,36 @@ class LLMSelector(ModelCaller):
 
     @property
     def name(self) -> str:
+        """`llm:<model>`."""
         return f"llm:{self.model}"
 
     def display_order(self, candidates: Sequence[Candidate]) -> list[int]:
         """Positions in display order: a shuffle seeded by the selector's seed and the
-        candidates' actions, so a run is reproducible however turns interleave."""
+        candidates' actions, so a run is reproducible however turns interleave.
+
+        Args:
+            candidates: the candidates to show.
+
+        Returns:
+            Their positions in the order to show them (generation order without
+                `shuffle`).
+        """
         if not self.shuffle:
             return list(range(len(candidates)))
         return seeded_order(candidates, self.seed)
 
     async def ask(self, messages: Sequence[BaseMessage], shown: Sequence[Candidate]) -> Asked[int]:
-        """One question about `shown`, in that order: the display index chosen (or
-        `NONE_ACCEPTABLE`), with one retry on an unusable answer. Never falls back."""
+        """One question about `shown`, in that order, re-asked on an unusable answer.
+        Never falls back (the tournament and the ensemble ask through it).
+
+        Args:
+            messages: the transcript the candidates answered.
+            shown: the candidates, in the order to show them.
+
+        Returns:
+            The display index chosen (or `NONE_ACCEPTABLE`), the raw answer and the usage;
+                no index, and the problem, when no usable answer came.
+        """
         n = len(shown)
         schema = answer_schema(n, self.allow_none, self.max_reason_chars)
         return await self.ask_json(
@@ -207,6 +240,17 @@ class LLMSelector(ModelCaller):
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """Asks the model, with the candidates in display order.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            The candidate the model chose, or every candidate rejected (`allow_none`);
+                the majority or the first candidate, with `fallback`, when no usable
+                answer came. `permutation` is the display order.
+        """
         order = self.display_order(candidates)
         asked = await self.ask(messages, [candidates[p] for p in order])
         common: dict[str, Any] = {

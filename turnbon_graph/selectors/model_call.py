@@ -143,7 +143,11 @@ class ModelCaller:
         self.who = who
 
     def bind_client(self, client: LiteLLMClient) -> None:
-        """Calls through `client` from now on, unless the constructor was given one."""
+        """Calls through `client` from now on, unless the constructor was given one.
+
+        Args:
+            client: the graph's client, whose limits then bound these calls.
+        """
         if not self._own_client:
             self.client = client
 

@@ -84,8 +84,23 @@ class RefineSelector(ActionWriter):
     and `fallback` says why. A rejection by the inner selector is passed on unrefined.
     Usage adds both selectors' calls; `answer` holds both answers as JSON.
 
-    `client`: as for `LLMSelector`; an inner selector made here from a model id gets it too.
-    A graph binds `inner` along with this selector, each unless it has a client of its own.
+    Args:
+        model: the LiteLLM model id that critiques and revises the inner pick.
+        inner: a `Selector`, a model id (an `LLMSelector` on it), or None (an
+            `LLMSelector` on `model`, sharing its settings).
+        completion_kwargs: settings for `model`'s calls (and an inner `LLMSelector`
+            made here).
+        client: as for `LLMSelector`; an inner selector made here from a model id gets
+            it too. A graph binds `inner` along with this selector, each unless it has a
+            client of its own.
+        seed: the seed of an inner `LLMSelector` made here.
+        response_format: as for `LLMSelector` (an inner one made here gets it too).
+        max_invalid_retries: how often an unusable critique is asked about again.
+        allow_none: the critique may reject every candidate.
+
+    Raises:
+        ConfigurationError: `inner` is not a `Selector`, a model id or None, or the
+            model id or its settings are refused (as for `LLMSelector`).
     """
 
     def __init__(
@@ -121,17 +136,33 @@ class RefineSelector(ActionWriter):
         self.inner: Selector = inner
 
     def bind_client(self, client: LiteLLMClient) -> None:
-        """Binds this selector and `inner`, each unless it was given a client of its own."""
+        """Binds this selector and `inner`, each unless it was given a client of its own.
+
+        Args:
+            client: the graph's client, whose limits then bound both selectors' calls.
+        """
         super().bind_client(client)
         bind_selector(self.inner, client)
 
     @property
     def name(self) -> str:
+        """`refine:<model>(<inner selector's name>)`."""
         return f"refine:{self.model}({self.inner.name})"
 
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """The inner selector's pick, critiqued and revised once.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            The inner pick, with the revised action as `message` when the revision
+                changed it; the inner selection as it was (`fallback` says why) when the
+                critique failed; every candidate rejected by either.
+        """
         picked = await self.inner.select(messages, candidates)
         if picked.none_acceptable:
             return picked.model_copy(update={"selector": self.name})

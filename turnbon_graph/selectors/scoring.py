@@ -106,7 +106,25 @@ class ScoringSelector(ModelCaller):
     retry, a reward that raised) gets None; if none could be scored the selector falls
     back to majority/first. With `min_score`, a best score below it rejects every
     candidate (the turn resamples once, then falls back). Scores go to `Selection.scores`.
-    `client`: as for `LLMSelector` (without one, a graph binds it to the graph's client).
+
+    Args:
+        judge: a LiteLLM model id that scores by `rubric`; give this or `reward`.
+        rubric: what the judge scores by; None: a default rubric for agent actions
+            (follows the instructions, makes progress, investigates failures, is not
+            premature or destructive).
+        reward: `reward(messages, candidate_message) -> float`, sync or async, higher is
+            better; give this or `judge`.
+        min_score: a best score below it rejects every candidate.
+        completion_kwargs: settings for the judge's calls (not with `reward`).
+        client: as for `LLMSelector` (without one, a graph binds it to the graph's
+            client).
+        response_format: as for `LLMSelector`.
+        max_invalid_retries: how often an unusable score is asked about again.
+
+    Raises:
+        ConfigurationError: both or neither of `judge` and `reward` are given, `reward`
+            is not callable, `rubric` or `completion_kwargs` come with `reward`, or the
+            judge's settings are refused (as for `LLMSelector`).
     """
 
     def __init__(
@@ -149,6 +167,7 @@ class ScoringSelector(ModelCaller):
 
     @property
     def name(self) -> str:
+        """`score:<judge>` or `reward:<the reward function's name>`."""
         if self.judge is not None:
             return f"score:{self.judge}"
         return f"reward:{getattr(self.reward, '__name__', type(self.reward).__name__)}"
@@ -156,6 +175,17 @@ class ScoringSelector(ModelCaller):
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """Scores every candidate, concurrently.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            The best-scored candidate (ties: the earliest), with `scores`; every
+                candidate rejected when the best is under `min_score`; the majority or
+                the first, with `fallback`, when none could be scored.
+        """
         if self.judge is not None:
             results = await gather_all([self._judge(messages, c) for c in candidates])
         else:

@@ -19,6 +19,15 @@ class FirstSelector:
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """The first candidate.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            Position 0.
+        """
         return Selection(index=0, selector=self.name)
 
 
@@ -28,11 +37,25 @@ class RandomSelector:
     name = "random"
 
     def __init__(self, seed: int | None = None) -> None:
+        """A selector with its own random generator.
+
+        Args:
+            seed: makes its choices reproducible; None seeds from the system.
+        """
         self._rng = random.Random(seed)
 
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """A uniformly random candidate.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            A random position.
+        """
         return Selection(index=self._rng.randrange(len(candidates)), selector=self.name)
 
 
@@ -44,4 +67,13 @@ class MajorityVoteSelector:
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """The first candidate of the most proposed canonical action.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            That candidate's position (counting `votes` when the turn deduplicates).
+        """
         return Selection(index=plurality_position(candidates), selector=self.name)

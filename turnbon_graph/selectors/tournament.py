@@ -60,8 +60,18 @@ class TournamentSelector:
     every candidate. If no comparison at all could be had it falls back to majority/first.
     The matches go to `answer` as JSON (candidate indices); usage sums every call.
 
-    `client`: the judge made here from a model id calls through it. A graph binds a judge
-    that has no client of its own to the graph's client (`bind_client`).
+    Args:
+        judge: a LiteLLM model id (an `LLMSelector` is made on it), or a ready
+            `LLMSelector` (then set the options below on it instead).
+        completion_kwargs: settings for the judge's calls.
+        client: the judge made here from a model id calls through it. A graph binds a
+            judge that has no client of its own to the graph's client (`bind_client`).
+        response_format: as for `LLMSelector`.
+        allow_none: the judge may answer that neither candidate of a pair is acceptable.
+
+    Raises:
+        ConfigurationError: judge options are given with a ready `LLMSelector`, or the
+            judge cannot be made (as `LLMSelector` raises).
     """
 
     def __init__(
@@ -84,16 +94,31 @@ class TournamentSelector:
         )
 
     def bind_client(self, client: LiteLLMClient) -> None:
-        """Binds the judge to `client`, unless it was given a client of its own."""
+        """Binds the judge to `client`, unless it was given a client of its own.
+
+        Args:
+            client: the graph's client, whose limits then bound the judge's calls.
+        """
         self.judge.bind_client(client)
 
     @property
     def name(self) -> str:
+        """`tournament:<judge's model>`."""
         return f"tournament:{self.judge.model}"
 
     async def select(
         self, messages: Sequence[BaseMessage], candidates: Sequence[Candidate]
     ) -> Selection:
+        """Runs the bracket, round by round.
+
+        Args:
+            messages: the transcript the candidates answered.
+            candidates: the successful candidates, in generation order.
+
+        Returns:
+            The champion; every candidate rejected when no candidate survived; the
+                majority or the first, with `fallback`, when no comparison could be made.
+        """
         alive = list(range(len(candidates)))
         rounds: list[list[Match]] = []
         usage = Usage()
