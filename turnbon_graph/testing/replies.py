@@ -34,18 +34,20 @@ SELECTOR_PROMPT_PREFIX = "You are the selector"
 
 @dataclass
 class StubResponse:
-    """One scripted HTTP answer.
-
-    ``body``: a dict is sent as JSON; ``str``/``bytes`` are sent verbatim (use this for
-    malformed bodies); ``None`` sends an empty body. ``delay`` is waited inside the server
-    before answering; ``drop`` closes the connection without any HTTP response.
-    """
+    """One scripted HTTP answer."""
 
     body: dict[str, Any] | str | bytes | None = None
+    """A dict is sent as JSON; ``str``/``bytes`` are sent verbatim (use this for malformed
+    bodies); ``None`` sends an empty body."""
     status: int = 200
+    """The HTTP status."""
     headers: dict[str, str] = field(default_factory=dict)
+    """Response headers (``Retry-After``, ...)."""
     delay: float = 0.0
+    """Seconds waited inside the server before answering (a client that leaves meanwhile
+    counts as a disconnect)."""
     drop: bool = False
+    """Close the connection without any HTTP response."""
 
 
 @dataclass
@@ -53,12 +55,23 @@ class CapturedRequest:
     """A request received on the chat-completions endpoint."""
 
     path: str
+    """The URL path it was sent to (``/v1/chat/completions``)."""
     headers: dict[str, str]
+    """Its headers, as sent (``header`` looks one up whatever its casing)."""
     body: dict[str, Any] | None
+    """The JSON body; None when it was not a JSON object."""
     received_at: float
+    """When it arrived (``time.monotonic()``)."""
 
     def header(self, name: str) -> str | None:
-        """Case-insensitive header lookup (clients differ in header-name casing)."""
+        """Case-insensitive header lookup (clients differ in header-name casing).
+
+        Args:
+            name: the header's name, in any casing.
+
+        Returns:
+            Its value, or None when the request has no such header.
+        """
         wanted = name.lower()
         for key, value in self.headers.items():
             if key.lower() == wanted:
@@ -80,7 +93,16 @@ def _hex(n: int = 24) -> str:
 
 
 def tool_call(name: str, args: dict[str, Any], *, id: str | None = None) -> dict[str, Any]:
-    """Build an OpenAI ``tool_calls`` entry (arguments are JSON-encoded, as the API does)."""
+    """Build an OpenAI ``tool_calls`` entry (arguments are JSON-encoded, as the API does).
+
+    Args:
+        name: the tool's name.
+        args: the call's arguments.
+        id: the call's id; None makes a random ``call_...`` one.
+
+    Returns:
+        The entry, for ``chat_completion(tool_calls=[...])`` or ``choice``.
+    """
     return {
         "id": id or f"call_{_hex()}",
         "type": "function",
@@ -97,7 +119,19 @@ def choice(
     finish_reason: str | None = None,
     index: int = 0,
 ) -> dict[str, Any]:
-    """Build one ``choices`` entry of a chat.completion body."""
+    """Build one ``choices`` entry of a chat.completion body.
+
+    Args:
+        content: the assistant message's text.
+        tool_calls: its ``tool_calls`` entries (``tool_call``).
+        reasoning_content: private reasoning, as providers that return it send it.
+        refusal: a refusal's text.
+        finish_reason: None: ``tool_calls`` with tool calls, else ``stop``.
+        index: the choice's position (several for a request with ``n``).
+
+    Returns:
+        The choice, for ``chat_completion(choices=[...])``.
+    """
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
     if tool_calls:
         message["tool_calls"] = tool_calls
@@ -123,6 +157,19 @@ def chat_completion(
 
     Unless ``choices`` is given (e.g. several for a native ``n`` request), a single choice
     is built from ``content``/``tool_calls``/``reasoning_content``/``refusal``.
+
+    Args:
+        content: the assistant message's text.
+        tool_calls: its ``tool_calls`` entries (``tool_call``).
+        reasoning_content: private reasoning, as providers that return it send it.
+        refusal: a refusal's text.
+        finish_reason: None: ``tool_calls`` with tool calls, else ``stop``.
+        model: the body's ``model``.
+        usage: the body's ``usage``; None: 11 prompt and 7 completion tokens.
+        choices: the choices (``choice``), instead of the one built from the above.
+
+    Returns:
+        The body, as a route's responder or a ``StubResponse``'s ``body``.
     """
     if choices is None:
         choices = [
@@ -166,8 +213,18 @@ def error(
     delay: float = 0.0,
     headers: dict[str, str] | None = None,
 ) -> StubResponse:
-    """Build an OpenAI-style error response, with a ``Retry-After`` header if given
-    (``headers``: any others, such as ``retry-after-ms``)."""
+    """Build an OpenAI-style error response, with a ``Retry-After`` header if given.
+
+    Args:
+        status: the HTTP status; the error's ``type`` and ``code`` are OpenAI's for it.
+        message: the error's message.
+        retry_after: seconds for a ``Retry-After`` header.
+        delay: seconds to wait before answering.
+        headers: any other headers, such as ``retry-after-ms``.
+
+    Returns:
+        The response, as a route's responder.
+    """
     kind, code = _ERROR_KINDS.get(
         status, ("server_error", "server_error") if status >= 500 else ("api_error", "error")
     )
@@ -196,7 +253,14 @@ def _message_text(content: Any) -> str:
 
 
 def is_selector_request(request: CapturedRequest) -> bool:
-    """True when the request's first message is the library's selector system prompt."""
+    """True when the request's first message is the library's selector system prompt.
+
+    Args:
+        request: a captured request (a route's ``match`` gets one).
+
+    Returns:
+        Whether a selector (of this library's prompts) sent it, rather than a generator.
+    """
     body = request.body
     if not body:
         return False
@@ -210,8 +274,15 @@ def is_selector_request(request: CapturedRequest) -> bool:
 
 
 def last_user_text(request: CapturedRequest) -> str:
-    """The text of the request's last user message (its text parts joined), or "" when
-    it has none: what a responder that answers the question asked reads."""
+    """The text of the request's last user message (its text parts joined): what a
+    responder that answers the question asked reads.
+
+    Args:
+        request: a captured request.
+
+    Returns:
+        That text, or "" when the request has no user message.
+    """
     messages = (request.body or {}).get("messages")
     if not isinstance(messages, list):
         return ""

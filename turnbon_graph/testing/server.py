@@ -89,6 +89,16 @@ class StubServer:
     def __init__(
         self, *, default: Responder | None = None, max_log_bytes: int = MAX_LOG_BYTES
     ) -> None:
+        """A stopped server: ``start()`` it, or use it as a context manager.
+
+        Args:
+            default: answers a request no route answers; None: ``chat_completion("ok")``.
+            max_log_bytes: how many bytes of bodies and headers ``requests`` keeps (the
+                latest request always).
+
+        Raises:
+            ValueError: ``max_log_bytes`` is negative.
+        """
         if max_log_bytes < 0:
             raise ValueError(f"max_log_bytes must be at least 0, got {max_log_bytes}")
         self._default: Responder = default if default is not None else _default_responder
@@ -111,7 +121,14 @@ class StubServer:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> StubServer:
-        """Start serving in a background thread; returns self."""
+        """Start serving in a background thread.
+
+        Returns:
+            The server itself, listening.
+
+        Raises:
+            RuntimeError: it was already started.
+        """
         if self._thread is not None:
             raise RuntimeError("StubServer already started")
         self._stopping = False
@@ -221,14 +238,29 @@ class StubServer:
         *responders: Responder,
         repeat_last: bool = True,
     ) -> None:
-        """Answer requests for which ``match`` is true with ``responders`` in order."""
+        """Answer requests for which ``match`` is true with ``responders`` in order.
+
+        Args:
+            match: tells the requests this route answers (``is_selector_request``, say).
+            *responders: the answers, one a request, in order.
+            repeat_last: once they are used up, answer every further request with the
+                last; False: leave further requests to later routes or ``default``.
+
+        Raises:
+            ValueError: no responder is given.
+        """
         if not responders:
             raise ValueError("route() needs at least one responder")
         with self._lock:
             self._routes.append(_Route(match, list(responders), repeat_last))
 
     def script(self, *responders: Responder, repeat_last: bool = True) -> None:
-        """Route matching every request."""
+        """Route matching every request.
+
+        Args:
+            *responders: the answers, one a request, in order.
+            repeat_last: as for ``route``.
+        """
         self.route(lambda _: True, *responders, repeat_last=repeat_last)
 
     def reset(self) -> None:
