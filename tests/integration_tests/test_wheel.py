@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("turnbon_graph", "turnbon_local", "turnbon_terminal", "turnbon_bfcl")
+PACKAGES = ("turnbon_graph", "turnbon_local", "turnbon_terminal", "turnbon_bfcl", "turnbon_harbor")
 TASKS = "integrations/turnbon_terminal/tasks/"
 
 pytestmark = pytest.mark.skipif(
@@ -153,7 +153,8 @@ def test_the_wheel_holds_the_packages_and_their_data(installed: Installed) -> No
     for package in PACKAGES:
         assert f"{package}/py.typed" in names, package
     assert "turnbon_graph/analysis/rubrics.yaml" in names
-    assert "turnbon_terminal/README.md" in names and "turnbon_bfcl/README.md" in names
+    for package in PACKAGES[2:]:
+        assert f"{package}/README.md" in names, package
     shipped = _tracked(TASKS)
     assert shipped, TASKS
     missing = [n for n in shipped if "turnbon_terminal/tasks/" + n[len(TASKS) :] not in names]
@@ -163,7 +164,18 @@ def test_the_wheel_holds_the_packages_and_their_data(installed: Installed) -> No
     core = [r for r in requires if "extra ==" not in r]
     assert not any(r.startswith("pytest") for r in core), core
     extras = set(metadata.get_all("Provides-Extra") or [])
-    wanted = {"all", "serve", "ray", "local", "plots", "notebooks", "terminal", "bfcl", "docs"}
+    wanted = {
+        "all",
+        "serve",
+        "ray",
+        "local",
+        "plots",
+        "notebooks",
+        "terminal",
+        "bfcl",
+        "docs",
+        "harbor",
+    }
     assert wanted <= extras
     assert metadata["Name"] == "turnbon-graph" and metadata["License-Expression"] == "Apache-2.0"
     assert metadata.get_payload(), "the README is the long description"
@@ -174,10 +186,10 @@ def test_the_installed_wheel_is_what_imports(installed: Installed) -> None:
 import json
 from importlib import resources
 from importlib.metadata import distribution, version
-import turnbon_graph, turnbon_local, turnbon_terminal, turnbon_bfcl
+import turnbon_graph, turnbon_local, turnbon_terminal, turnbon_bfcl, turnbon_harbor
 from turnbon_graph.analysis.judge import load_rubrics
 from turnbon_terminal import load_tasks
-modules = (turnbon_graph, turnbon_local, turnbon_terminal, turnbon_bfcl)
+modules = (turnbon_graph, turnbon_local, turnbon_terminal, turnbon_bfcl, turnbon_harbor)
 print(json.dumps({
     "files": [m.__file__ for m in modules],
     "version": turnbon_graph.__version__,
