@@ -8,7 +8,10 @@ points at `TurnConfig`, which describes each option; and their annotations read 
 `ForwardRef(...)`), and a field is never described by its default factory's docstring
 (`default_factory=dict` would show `dict`'s), only by its own, and its default is what the
 factory makes (`{}`, not `<class 'dict'>`). The table comes where an `Args:` section would,
-before the docstring's other sections (`Raises:`, `Examples:`).
+before the docstring's other sections (`Raises:`, `Examples:`). A field's own docstring,
+now in the table, is taken off its attribute, which the reference then does not show a
+second time; the attribute stays, so a dataclass's signature still lists it (griffe builds
+that signature from the attributes after this extension has run).
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class DataclassFields(FieldzExtension):
                 entry.description = docs.get(entry.name, "")
             if field.default_factory is not field.MISSING:
                 entry.value = _made_by(field.default_factory)
+            if (attribute := cls.attributes.get(entry.name)) is not None:
+                attribute.docstring = None  # shown in the table: not again below it
 
 
 def _made_by(factory: Any) -> str:
