@@ -22,17 +22,22 @@ MB = 1024 * 1024
 
 @dataclass(frozen=True)
 class ServeConfig:
-    """One served model. `model` is the inner LiteLLM model id every turn samples from,
-    on the connection in `turn.completion_kwargs` (`api_base`, `api_key`); `name` is the
-    id `GET /v1/models` lists (requests may name any model: the answer is this one's).
-    With `require_key`, clients must send `Authorization: Bearer <require_key>`."""
+    """One served model, and the server's limits."""
 
     model: str
+    """The inner LiteLLM model id every turn samples from, on the connection in
+    `turn.completion_kwargs` (`api_base`, `api_key`)."""
     turn: TurnConfig = field(default_factory=TurnConfig)
+    """The turn's options (n, selector, ...)."""
     name: str = "turnbon"
+    """The id `GET /v1/models` lists (requests may name any model: the answer is this
+    one's)."""
     host: str = DEFAULT_HOST
+    """The address to listen on."""
     port: int = DEFAULT_PORT
+    """The port to listen on."""
     require_key: SecretStr | None = None
+    """Clients must send `Authorization: Bearer <require_key>`; None: no key asked."""
     shutdown_timeout: float = 30.0
     """Seconds in-flight requests get to finish on SIGTERM/SIGINT before they are cancelled."""
     keepalive_s: float = 15.0
