@@ -27,6 +27,8 @@ from turnbon_terminal import TerminalEnvironment, stub_policy
 
 TASKS = ["largest-file", "greet-script"]
 FATES = {"kept", "pruned", "held", "chosen"}
+TIGHT = 100
+"""A token budget below the first prompt (by the model's tokenizer): no call fits."""
 
 
 def tree(run: Path, row: EpisodeResult) -> list[dict[str, Any]]:
@@ -160,11 +162,12 @@ async def check_budgets(
     stub: StubServer, tmp_path: Path, strategy: StrategySpec, n: int, fates: set[str] = FATES
 ) -> None:
     """Runs of `strategy` at N=n under growing token budgets: none fails, none spends
-    over its budget, the rows' tokens are what the stub billed, more budget spends more."""
+    over its budget, an episode that spent nothing ended as budget_exhausted (and only
+    such a one), the rows' tokens are what the stub billed, more budget spends more."""
     env = TerminalEnvironment()
     connection = {"api_base": stub.base_url, "api_key": "x"}
     spent: dict[int, int] = {}
-    for budget in (300, 800, 1300, 100_000):
+    for budget in (TIGHT, 800, 1300, 100_000):
         stub.reset()
         stub.script(stub_policy(env))
         spec = strategy.model_copy(update={"token_budget": budget})
@@ -179,15 +182,21 @@ async def check_budgets(
         rows = await run_benchmark(env, config, run, tasks=TASKS, progress=False)
         assert not stub.responder_errors
         for row in rows:
-            assert row.outcome in ("pass", "wrong_submission"), row.error  # never fails
+            assert row.outcome in ("pass", "wrong_submission", "budget_exhausted"), row.error
             assert row.strategy == spec
             assert row.tokens is not None and row.tokens <= budget
+            assert (row.tokens == 0) == (row.outcome == "budget_exhausted"), row
+            assert row.search is not None and row.search.spent == row.tokens
             check_tree(tree(run, row), fates)
         # The rows' tokens are what the calls really cost, as the stub billed them.
         assert sum(r.tokens or 0 for r in rows) == stub_tokens(stub.requests)
         spent[budget] = sum(r.tokens or 0 for r in rows)
-    assert spent[300] == 0  # not even one cautious first call fits: nothing is spent
-    assert spent[300] <= spent[800] <= spent[1300] <= spent[100_000]
+        if budget == TIGHT:  # the first prompt alone is more: no call, and it says so
+            for row in rows:
+                assert row.outcome == "budget_exhausted" and row.turns == 0
+                assert row.error is not None and "cannot afford one call" in row.error
+    assert spent[TIGHT] == 0
+    assert spent[TIGHT] <= spent[800] <= spent[1300] <= spent[100_000]
 
 
 # ---------------------------------------------------------------------------- forks

@@ -15,6 +15,7 @@ import pytest
 from tests.integration_tests.test_strategies import (
     FATES,
     TASKS,
+    TIGHT,
     bench,
     check_budgets,
     check_tree,
@@ -224,7 +225,7 @@ async def test_a_lookahead_token_budget_is_never_overspent(
     await check_budgets(stub, tmp_path, StrategySpec(name="lookahead", horizon=2), 3, WITH_ROLLOUTS)
     # The unbounded run rolls out; the tightest budget affords none.
     assert nodes_where(tmp_path / "run-100000", lambda n: n["fate"] == "rollout") > 0
-    assert nodes_where(tmp_path / "run-300", lambda n: n["fate"] == "rollout") == 0
+    assert nodes_where(tmp_path / f"run-{TIGHT}", lambda n: n["fate"] == "rollout") == 0
 
 
 # ---------------------------------------------------------------------------- escalate
@@ -325,7 +326,7 @@ async def test_an_escalate_token_budget_is_never_overspent(
 ) -> None:
     await check_budgets(stub, tmp_path, StrategySpec(name="escalate"), 3)
     assert nodes_where(tmp_path / "run-100000", lambda n: bool(n["escalated"])) > 0
-    assert nodes_where(tmp_path / "run-300", lambda n: bool(n["escalated"])) == 0
+    assert nodes_where(tmp_path / f"run-{TIGHT}", lambda n: bool(n["escalated"])) == 0
 
 
 # ---------------------------------------------------------------------------- flags
@@ -359,6 +360,23 @@ def test_a_flag_of_another_strategy_is_refused_before_anything_runs(
         (("--strategy", "escalate", "--agree", "1.5"), "argument --agree: 1.5 is above 1"),
         (("--strategy", "escalate", "--agree", "0"), "argument --agree: 0 is not above 0"),
         (("--strategy", "lookahead", "--horizon", "0"), "argument --horizon: 0 is less than 1"),
+        (
+            ("--strategy", "lookahead", "--horizon", "11"),
+            "argument --horizon: 11 is above 10, the most turns a rollout continues",
+        ),
+        (("--strategy", "beam", "--width", "17"), "argument --width: 17 is above 16"),
+        (
+            ("--strategy", "particle", "--value-temperature", "inf"),
+            "argument --value-temperature: 'inf' is not a finite number",
+        ),
+        (
+            ("--strategy", "particle", "--value-temperature", "nan"),
+            "argument --value-temperature: nan is not above 0",
+        ),
+        (
+            ("--strategy", "beam", "--token-budget", "inf"),
+            "argument --token-budget: 'inf' is not a finite number",
+        ),
     ],
     ids=lambda f: " ".join(f) if isinstance(f, tuple) else "",
 )

@@ -134,7 +134,9 @@ def test_the_report_compares_the_strategies_by_the_episode_rows(
         expected = diversity(compared, mine)
         assert expected is not None
         assert cells[7] == f"{expected[0]:.2f} / {expected[1]:.2f}"
-        assert cells[8:] == [DASH] * 4  # no rollouts recorded in this run
+        assert cells[8:10] == list(leaf_split(mine))  # oracle and realised, from the leaves
+        if mine[0].strategy.name == "bon":  # type: ignore[union-attr]
+            assert cells[10:] == ["n/a", "n/a"]  # one trajectory, no value model
     # The larger budget never passes less, and buys more tokens.
     by = {cells[0]: cells for cells in table}
     for name in ("N=2", "beam W=2 N=2", "particle W=2 N=1"):
@@ -144,6 +146,63 @@ def test_the_report_compares_the_strategies_by_the_episode_rows(
     assert "](strategies_tokens.png)" in text
     page = (out / "report.html").read_text()
     assert 'alt="Pass rate against tokens per episode' in page and "data:image/png" in page
+
+
+def leaf_split(rows: list[EpisodeResult]) -> tuple[str, str]:
+    """Oracle and realised from the rows' verified leaves: the share of episodes where
+    some leaf passed, and where the chosen one did."""
+    best, chosen = [], []
+    for row in rows:
+        assert row.search is not None
+        judged = [leaf for leaf in row.search.leaves if leaf.passed is not None]
+        if judged:
+            best.append(any(leaf.passed for leaf in judged))
+            chosen += [bool(leaf.passed) for leaf in judged if leaf.chosen]
+    if not best:  # no episode had a verified leaf (the budget afforded no call)
+        return DASH, DASH
+    return pct(sum(best) / len(best)), pct(sum(chosen) / len(chosen))
+
+
+def test_table_1_counts_tokens_as_the_strategies_table_does(compared: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    assert main(["report", str(compared), "--out", str(out), "--resamples", "200"]) == 0
+    text = (out / "report.md").read_text()
+    _, *strategies = section_rows(text)
+    per_episode = {cells[0]: cells[6] for cells in strategies}
+    title = "## Cost (Table 1)"
+    header, *output = section_rows(text, title)
+    assert header[5:8] == ["Value tokens", "Rollout tokens", "Total (vs base)"]
+    rest = text[text.index(title) :]
+    prompt_header, *prompt = section_rows(rest, "All tokens: prompt plus completion")
+    column = prompt_header.index("All tokens / attempt")
+    assert {cells[0]: cells[column] for cells in prompt} == per_episode
+    rows = read_episodes(compared)
+    for cells in output:
+        mine = [r for r in rows if r.setting == cells[0]]
+        value = sum(r.value_usage.completion_tokens if r.value_usage else 0 for r in mine)
+        assert cells[5] == tokens(value / len(mine))
+        if mine[0].strategy.name == "bon":  # type: ignore[union-attr]
+            assert cells[5] == "0"
+    # Table 2 has the ending of an episode the budget could not afford.
+    outcome_header, *_ = section_rows(text, "## How attempts end (Table 2)")
+    assert "Budget exhausted ↓" in outcome_header
+    # The spend: realised in the budget's unit, its spread, and a split by kind.
+    spend_header, *spend = section_rows(text, "### Spend")
+    assert spend_header[:4] == ["Setting", "Unit", "Budget", "Spent / episode"]
+    for cells in spend:
+        mine = [r for r in rows if r.setting == cells[0]]
+        spent = [r.search.spent for r in mine if r.search is not None]
+        assert cells[1] == "tokens" and cells[3] == tokens(sum(spent) / len(spent))
+        assert cells[5] == f"{tokens(min(spent))} to {tokens(max(spent))}"
+    kinds_header, *_ = section_rows(text[text.index("By kind, per episode") :], "By kind")
+    assert kinds_header[1:7] == [
+        "Generator",
+        "Selector",
+        "Value",
+        "Rollout",
+        "Environment steps",
+        "Forks",
+    ]
 
 
 def test_tree_draws_the_chosen_episode(compared: Path, tmp_path: Path) -> None:
@@ -201,7 +260,7 @@ def test_an_old_single_strategy_run_folder_still_reports(
     old = []
     for line in episodes.read_text().splitlines():
         row = json.loads(line)
-        row.pop("tokens")
+        row.pop("tokens"), row.pop("search")
         old.append(json.dumps(row))
     episodes.write_text("\n".join(old) + "\n")
     capsys.readouterr()
@@ -243,10 +302,14 @@ def test_branch_rollouts_in_the_run_folder_show_beside_bon(tmp_path: Path) -> No
     rollouts = ["rollouts", "--env", "terminal", "--model", "stub", "-n", "2", "--run", str(run)]
     assert main([*rollouts, "--task", *TASKS, "--trials", "1"]) == 0
     assert main(["report", str(run), "--resamples", "200"]) == 0
-    _, *table = section_rows((run / "report" / "report.md").read_text())
+    text = (run / "report" / "report.md").read_text()
+    _, *table = section_rows(text, "### Exploration and exploitation")
     by = {cells[0]: cells for cells in table}
     summary = summarise(t for r in read_reports(run) if r.n == 2 for t in r.turns)
     assert summary.mean_oracle is not None and summary.mean_h is not None
-    assert by["N=2"][8:10] == [f"{100 * summary.mean_oracle:.1f}%", pct(summary.mean_realised)]
-    assert by["N=2"][10] == f"{summary.mean_h:.2f}"
-    assert by["beam W=2 N=2"][8:] == [DASH] * 4  # a search: the rollouts measured bon
+    turn_level = by["N=2 (turn level)"]
+    assert turn_level[1] == str(summary.complete_turns)
+    assert turn_level[3:5] == [f"{100 * summary.mean_oracle:.1f}%", pct(summary.mean_realised)]
+    assert turn_level[6] == f"{summary.mean_h:.2f}"
+    assert "beam W=2 N=2 (turn level)" not in by  # the rollouts measured bon
+    assert by["beam W=2 N=2"][3] != DASH  # its own leaves

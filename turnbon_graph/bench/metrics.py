@@ -1,9 +1,10 @@
 """The paper's measurements as plain functions over episode results.
 
 pass@k by the unbiased estimator, consistency (solved in all k of n trials), mean pass
-rate, outcome shares (Table 2), the cost table relative to the baseline (Table 1), and a
-paired bootstrap over tasks for comparing two settings. Notebooks and `turnbon report`
-use the same code.
+rate, outcome shares (Table 2), the cost table relative to the baseline (Table 1), the
+exploration/exploitation split of a setting's searches (oracle, realised, h, rho_v, as
+"Test-Time Scaling in the Wild" reports them per family), and a paired bootstrap over
+tasks for comparing two settings. Notebooks and `turnbon report` use the same code.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from typing import get_args
 
 from pydantic import BaseModel
 
+from turnbon_graph.analysis.rollouts.statistics import headroom, spearman
 from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.strategies.record import Leaf
+from turnbon_graph.records import Usage
 
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 """Every ending, in the order the report shows them."""
@@ -97,6 +101,22 @@ def turns_to_solve(results: Iterable[EpisodeResult]) -> dict[str, float]:
     return {task: sum(t) / len(t) for task, t in turns.items()}
 
 
+def episode_tokens(result: EpisodeResult) -> int:
+    """Prompt plus completion tokens of every call of the episode: generator, selector,
+    value and rollout (for rows written before `tokens`, from their usage)."""
+    if result.tokens is not None:
+        return result.tokens
+    usage = result.usage.generator.total_tokens + result.usage.selector.total_tokens
+    return usage + (result.value_usage.total_tokens if result.value_usage else 0)
+
+
+def usages(result: EpisodeResult) -> list[Usage]:
+    """Every kind of call's usage of an episode: generator, selector, value, rollout."""
+    found = [result.usage.generator, result.usage.selector]
+    search = result.search
+    return found + [u for u in (result.value_usage, search.rollout if search else None) if u]
+
+
 class CostRow(BaseModel):
     """One row of the paper's Table 1 (per-attempt averages)."""
 
@@ -105,36 +125,51 @@ class CostRow(BaseModel):
     average_turns: float
     generator_tokens: float
     selector_tokens: float
+    value_tokens: float = 0.0
+    """A search's value calls (output tokens); 0 without a value model."""
+    rollout_tokens: float = 0.0
+    """lookahead's rollouts (output tokens); 0 for the other strategies."""
     total_vs_baseline: float | None
-    """(generator + selector) output tokens relative to the baseline's; None without one."""
+    """Output tokens of every call relative to the baseline's; None without one."""
+
+    @property
+    def output_tokens(self) -> float:
+        return (
+            self.generator_tokens + self.selector_tokens + self.value_tokens + self.rollout_tokens
+        )
 
 
 def cost_table(results: Iterable[EpisodeResult], baseline: str = "N=1") -> list[CostRow]:
     """Table 1: average turns and output tokens per attempt, total relative to baseline.
 
     Like the paper, tokens are output (completion) tokens: all N candidates for the
-    generator, every selector call for the selector."""
+    generator, every selector call for the selector, and a search's value and rollout
+    calls, which its total counts as the strategies' comparison does."""
     groups = by_setting(results)
 
-    def output(rs: list[EpisodeResult]) -> tuple[float, float]:
-        gen = sum(r.usage.generator.completion_tokens for r in rs) / len(rs)
-        sel = sum(r.usage.selector.completion_tokens for r in rs) / len(rs)
-        return gen, sel
+    def output(rs: list[EpisodeResult]) -> CostRow:
+        def mean(tokens: Callable[[EpisodeResult], int]) -> float:
+            return sum(tokens(r) for r in rs) / len(rs)
 
-    base = sum(output(groups[baseline])) if baseline in groups else None
-    rows = []
-    for setting, rs in sorted(groups.items(), key=lambda item: _n_of(item[0])):
-        gen, sel = output(rs)
-        rows.append(
-            CostRow(
-                setting=setting,
-                attempts=len(rs),
-                average_turns=sum(r.turns for r in rs) / len(rs),
-                generator_tokens=gen,
-                selector_tokens=sel,
-                total_vs_baseline=(gen + sel) / base if base else None,
-            )
+        return CostRow(
+            setting=rs[0].setting,
+            attempts=len(rs),
+            average_turns=mean(lambda r: r.turns),
+            generator_tokens=mean(lambda r: r.usage.generator.completion_tokens),
+            selector_tokens=mean(lambda r: r.usage.selector.completion_tokens),
+            value_tokens=mean(lambda r: r.value_usage.completion_tokens if r.value_usage else 0),
+            rollout_tokens=mean(
+                lambda r: r.search.rollout.completion_tokens if r.search is not None else 0
+            ),
+            total_vs_baseline=None,
         )
+
+    base = output(groups[baseline]).output_tokens if baseline in groups else None
+    rows = []
+    for _, rs in sorted(groups.items(), key=lambda item: _n_of(item[0])):
+        row = output(rs)
+        row.total_vs_baseline = row.output_tokens / base if base else None
+        rows.append(row)
     return rows
 
 
@@ -143,6 +178,88 @@ def _n_of(setting: str) -> tuple[int, str]:
     return (
         (int(head[2:]), setting) if head.startswith("N=") and head[2:].isdigit() else (0, setting)
     )
+
+
+class Exploration(BaseModel):
+    """A setting's exploration/exploitation split over its episodes' verified leaves (the
+    trajectories that finished, each judged by the verifier): is a passing trajectory
+    among them (oracle), is it the one chosen (realised), and does the value model rank
+    them as the verifier does (rho_v)."""
+
+    episodes: int
+    """Episodes with at least one verified leaf."""
+    leaves: int
+    """Verified leaves in all."""
+    oracle: float | None = None
+    """The share of episodes in which some leaf passed."""
+    realised: float | None = None
+    """The share of episodes whose chosen leaf passed."""
+    mu: float | None = None
+    """The mean pass rate of an episode's leaves (a uniformly random pick), averaged."""
+    h: float | None = None
+    """Headroom capture (realised - mu) / (oracle - mu), averaged over the episodes where
+    it is defined (some leaf passed and some failed)."""
+    h_episodes: int = 0
+    rho_v: float | None = None
+    """Spearman between the leaves' values and their verdicts, over every scored and
+    verified leaf of the setting; None with fewer than two, or no spread on a side."""
+    rho_pairs: int = 0
+    verify_s: float | None = None
+    """Mean verifier seconds per episode spent on its leaves other than the chosen one."""
+
+
+def leaves_of(result: EpisodeResult) -> list[Leaf] | None:
+    """The episode's leaves: a search's as recorded; a plain bon attempt's one trajectory,
+    when the verifier judged it; None when unknown (a search row written before leaves
+    were recorded)."""
+    if result.search is not None:
+        return result.search.leaves
+    if result.strategy is not None and result.strategy.searches:
+        return None
+    if result.outcome not in ("pass", "wrong_submission"):
+        return []
+    return [Leaf(node="", passed=result.passed, ended="final answer", chosen=True)]
+
+
+def exploration(results: Iterable[EpisodeResult]) -> Exploration | None:
+    """The split over `results` (one setting's episodes); None when none of them
+    recorded its leaves."""
+    known = [(r, leaves) for r in results if (leaves := leaves_of(r)) is not None]
+    if not known:
+        return None
+    oracle, realised, mu, h = [], [], [], []
+    pairs: list[tuple[float, float]] = []
+    for _, leaves in known:
+        judged = [(leaf, float(leaf.passed)) for leaf in leaves if leaf.passed is not None]
+        if not judged:
+            continue
+        best = max(quality for _, quality in judged)
+        mean = sum(quality for _, quality in judged) / len(judged)
+        chosen = next((quality for leaf, quality in judged if leaf.chosen), None)
+        oracle.append(best)
+        mu.append(mean)
+        if chosen is not None:
+            realised.append(chosen)
+        if (captured := headroom(chosen, best, mean)) is not None:
+            h.append(captured)
+        pairs += [(leaf.value, quality) for leaf, quality in judged if leaf.value is not None]
+    searched = [r.search for r, _ in known if r.search is not None]
+    return Exploration(
+        episodes=len(oracle),
+        leaves=sum(1 for _, ls in known for leaf in ls if leaf.passed is not None),
+        oracle=_mean(oracle),
+        realised=_mean(realised),
+        mu=_mean(mu),
+        h=_mean(h),
+        h_episodes=len(h),
+        rho_v=spearman([v for v, _ in pairs], [p for _, p in pairs]),
+        rho_pairs=len(pairs),
+        verify_s=_mean([s.verify_s for s in searched]),
+    )
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 class BootstrapResult(BaseModel):

@@ -30,6 +30,7 @@ from turnbon_graph.bench.runs import (
     strategy_list,
 )
 from turnbon_graph.bench.search_episode import run_search_episode
+from turnbon_graph.bench.strategies.budget import Estimates
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selector
@@ -58,6 +59,10 @@ class BenchConfig:
     value_kwargs: dict[str, Any] | None = None
     """The value model's connection (api_base, api_key, ...); None: the generator's
     endpoint when the value model is the generator's, else LiteLLM's own."""
+    estimates: Estimates = field(default_factory=Estimates, compare=False, repr=False)
+    """What the run's calls cost so far, learned from each that came back and shared by
+    its episodes: what a search under a token budget plans its steps on (on Ray, each
+    worker learns its own)."""
 
     @property
     def search(self) -> StrategySpec | None:
@@ -172,5 +177,6 @@ async def run_setting_episode(
             run_dir,
             setting=setting.label,
             value_kwargs=config.value_kwargs,
+            estimates=config.estimates,
         )
     return await run_episode(environment, engine, task, trial, setting.n, run_dir)

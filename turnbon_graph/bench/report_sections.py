@@ -30,6 +30,7 @@ OUTCOME_HEADERS = {
     "out_of_context": "Out of context ↓",
     "time_limit": "Time limit ↓",
     "resource_limit": "Resource limit ↓",
+    "budget_exhausted": "Budget exhausted ↓",
     "agent_error": "Agent error ↓",
 }
 ERRORS_SHOWN = 20
@@ -108,10 +109,12 @@ def costs(
     plots: Mapping[str, str],
 ) -> list[str]:
     by_setting = {row.setting: row for row in metrics.cost_table(results, baseline)}
+    searched = any(r.value_usage is not None or r.search is not None for r in results)
     output_rows = []
     for setting in order:
         row = by_setting[setting]
         no_selector = setting == baseline and row.selector_tokens == 0
+        extra = (tokens(row.value_tokens), tokens(row.rollout_tokens)) if searched else ()
         output_rows.append(
             (
                 setting,
@@ -119,19 +122,20 @@ def costs(
                 f"{row.average_turns:.1f}",
                 tokens(row.generator_tokens),
                 DASH if no_selector else tokens(row.selector_tokens),
+                *extra,
                 ratio(row.total_vs_baseline),
             )
         )
 
     def all_tokens(rs: Sequence[EpisodeResult]) -> int:
-        return sum(r.usage.generator.total_tokens + r.usage.selector.total_tokens for r in rs)
+        return sum(metrics.episode_tokens(r) for r in rs)
 
     base = all_tokens(groups[baseline]) / len(groups[baseline]) if baseline in groups else None
     prompt_rows = []
     for setting in order:
         rs = groups[setting]
         per_attempt = all_tokens(rs) / len(rs)
-        costs = [u.cost_usd for r in rs for u in (r.usage.generator, r.usage.selector)]
+        costs = [u.cost_usd for r in rs for u in metrics.usages(r)]
         known = [c for c in costs if c is not None]
         each = [r.prompt_tokens_a_call_each for r in rs]
         prompt_rows.append(
@@ -150,8 +154,10 @@ def costs(
         "## Cost (Table 1)",
         "",
         "Per-attempt averages. As in the paper, tokens here are **output** (completion) "
-        "tokens: the generator's across all N candidates, the selector's over all its calls; "
-        f"the last column is their sum relative to the baseline's ({DASH} marks no selector).",
+        "tokens: the generator's across all N candidates, the selector's over all its calls"
+        + (", a search's value calls and lookahead's rollouts" if searched else "")
+        + f"; the last column is their sum relative to the baseline's ({DASH} marks no "
+        "selector).",
         "",
         *table(
             [
@@ -160,6 +166,7 @@ def costs(
                 "Average turns",
                 "Generator tokens",
                 "Selector tokens",
+                *(["Value tokens", "Rollout tokens"] if searched else []),
                 "Total (vs base)",
             ],
             output_rows,
@@ -169,7 +176,9 @@ def costs(
         "the whole transcript to the generator and to the selector. A turn whose N "
         "candidates came from one call with `n` (the default where the endpoint takes it) "
         "is billed its prompt once; the next column says what a call per candidate would "
-        f"have billed ({DASH}: runs recorded before it was kept):",
+        f"have billed ({DASH}: runs recorded before it was kept). All tokens: prompt plus "
+        "completion of every call, value and rollout calls included, as the strategies' "
+        "comparison counts them:",
         "",
         *table(
             [
@@ -202,8 +211,9 @@ def outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) ->
         "Share of attempts by ending, as in the paper's Table 2 (each attempt assigned its "
         "ending by the rules of its Table 5): only an attempt that ended on its own can "
         "pass or be a wrong submission; a context overflow, the time limit, a resource "
-        "limit (memory or storage over the task's budget) or any other exception "
-        "(including a verifier that could not run) ends it otherwise.",
+        "limit (memory or storage over the task's budget), a token budget that could not "
+        "afford one model call (budget exhausted: the agent never acted) or any other "
+        "exception (including a verifier that could not run) ends it otherwise.",
         "",
         *table(["Setting", "Attempts", *(OUTCOME_HEADERS[o] for o in metrics.OUTCOMES)], rows),
         "",

@@ -4,11 +4,12 @@ tree drawn for `turnbon report --tree EPISODE`.
 
 Per setting: the mean pass rate with a bootstrap interval over tasks
 (`metrics.bootstrap_differences` over per-task pass rates), the mean tokens an episode
-spent (`EpisodeResult.tokens`: generator, selector and value calls together), the
-diversity of the search (per turn, the distinct actions among the live trajectories,
-from the tree files: a search that collapses keeps W copies of one action), and, where
-`turnbon rollouts` wrote into the run folder, its oracle, realised, h and rho_v for the
-bon settings at the same N. Reads files; never imports LiteLLM or LangGraph.
+spent (`metrics.episode_tokens`: generator, selector, value and rollout calls together,
+as Table 1 counts them), the diversity of the search (per turn, the distinct actions
+among the live trajectories, from the tree files: a search that collapses keeps W copies
+of one action), and the exploration/exploitation split from the verified leaves (oracle,
+realised, h, rho_v: `report_split`); then what each setting spent (`report_spend`).
+Reads files; never imports LiteLLM or LangGraph.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from turnbon_graph.bench import metrics
+from turnbon_graph.bench.metrics import episode_tokens
 from turnbon_graph.bench.report_format import (
     DASH,
     TIMES,
@@ -29,6 +31,8 @@ from turnbon_graph.bench.report_format import (
     table,
     tokens,
 )
+from turnbon_graph.bench.report_spend import spend_section
+from turnbon_graph.bench.report_split import split_cells, split_section
 from turnbon_graph.bench.runs import TREES_DIR, EpisodeResult, read_lines, tree_path
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.tree import TreeNode
@@ -49,16 +53,9 @@ def strategy_of(result: EpisodeResult) -> StrategySpec:
 
 
 def compares_strategies(results: Sequence[EpisodeResult]) -> bool:
-    """Whether the run has more than one strategy or token budget: the section's cue."""
-    return len({strategy_of(r) for r in results}) > 1
-
-
-def episode_tokens(result: EpisodeResult) -> int:
-    """What the episode spent; for rows written before `tokens`, from its usage."""
-    if result.tokens is not None:
-        return result.tokens
-    usage = result.usage.generator.total_tokens + result.usage.selector.total_tokens
-    return usage + (result.value_usage.total_tokens if result.value_usage else 0)
+    """Whether the run has more than one strategy or token budget, or a search that
+    recorded its spend and leaves: the section's cue."""
+    return len({strategy_of(r) for r in results}) > 1 or any(r.search for r in results)
 
 
 @dataclass(frozen=True)
@@ -137,10 +134,10 @@ def line_label(spec: StrategySpec, n: int) -> str:
 
 def token_points(
     order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]
-) -> dict[str, list[tuple[float, float, int | None]]]:
+) -> dict[str, list[tuple[float, float, float | None]]]:
     """Per strategy (at its N): (mean tokens, pass rate, budget) of each of its settings,
     by budget (no bound last)."""
-    lines: dict[str, list[tuple[float, float, int | None]]] = {}
+    lines: dict[str, list[tuple[float, float, float | None]]] = {}
     for setting in order:
         rs = groups[setting]
         spec = strategy_of(rs[0])
@@ -183,22 +180,12 @@ def section(
         if spread.distinct:
             per_turn[setting] = spread
         mean = spread.mean()
-        summary = rollouts.get(rs[0].n) if not spec.searches else None
-        measured = (
-            (
-                pct(summary.mean_oracle),
-                pct(summary.mean_realised),
-                number(summary.mean_h, 2),
-                number(summary.rho_v, 2),
-            )
-            if summary is not None
-            else (DASH,) * 4
-        )
+        measured = split_cells(metrics.exploration(rs))
         rows.append(
             (
                 setting,
                 spec.name,
-                str(spec.token_budget) if spec.token_budget else DASH,
+                spec.budget_text or DASH,
                 str(len(rs)),
                 pct(rate),
                 f"[{pct(low)}, {pct(high)}]",
@@ -214,13 +201,14 @@ def section(
         '"Test-Time Scaling in the Wild" at the level of agent turns. Pass rate: the mean '
         "pass rate over tasks, with a 95% bootstrap interval "
         f"({resamples:,} resamples of tasks, seed {seed}). Tokens: prompt plus completion "
-        "tokens of every generator, selector and value call, per episode (what "
-        "`--token-budget` bounds). Distinct / live: per turn, the distinct actions among "
-        "the trajectories that survived the turn's cut (a particle drawn twice counts "
-        "twice), averaged over turns and episodes; distinct below live is a search that "
+        "tokens of every generator, selector, value and rollout call, per episode, as "
+        "Table 1 counts them (what `--token-budget` bounds unless `--budget-unit` says "
+        "otherwise). Distinct / live: per turn, the distinct actions among the "
+        "trajectories that survived the turn's cut (a particle drawn twice counts twice), "
+        "averaged over turns and episodes; distinct below live is a search that "
         f"collapsed onto the same action ({DASH}: no tree file, plain bon keeps one "
-        "trajectory). Oracle, realised, h and rho_v: from `turnbon rollouts` in this run "
-        f"folder, for bon at the same N ({DASH}: none recorded).",
+        "trajectory). Oracle, realised, h and rho_v: the exploration/exploitation split "
+        "from every finished trajectory, each verified (below).",
         "",
         *table(
             [
@@ -265,7 +253,7 @@ def section(
             ),
             "",
         ]
-    return lines
+    return [*lines, *split_section(order, groups, rollouts), *spend_section(order, groups)]
 
 
 # ------------------------------------------------------------------------- one tree

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from turnbon_graph.bench.environment import Outcome
+from turnbon_graph.bench.strategies.record import SearchRecord
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.records import Usage, UsageSplit
 
@@ -108,10 +109,14 @@ class EpisodeResult(BaseModel):
     strategy: StrategySpec | None = None
     """The strategy and its parameters; None in rows written before runs recorded it."""
     tokens: int | None = None
-    """Prompt plus completion tokens of every generator, selector and value call of the
-    episode (what `--token-budget` bounds); None in rows written before."""
+    """Prompt plus completion tokens of every generator, selector, value and rollout call
+    of the episode; None in rows written before."""
     value_usage: Usage | None = None
     """A search strategy's value-model calls; None without one."""
+    search: SearchRecord | None = None
+    """A search's own record: what it spent in its budget's unit and by kind, its value
+    calls' failures, and its finished leaves with their verdicts; None for plain bon and
+    rows written before."""
     escalated_turns: int | None = None
     """escalate: how many turns of the verified trajectory were sampled again with more
     effort (each turn's `sampling.escalation` says how); None for other strategies."""
@@ -167,7 +172,7 @@ def settings_of(strategies: Sequence[StrategySpec], n_values: Sequence[int]) -> 
         for n in [1] if spec.name == "particle" else n_values:
             label = setting_label(n, spec if spec.searches else None)
             if len(budgets) > 1 and spec.token_budget is not None:
-                label += f" budget={spec.token_budget}"
+                label += f" budget={spec.budget_text}"
             settings.setdefault(label, Setting(spec, n, label))
     return list(settings.values())
 

@@ -1,7 +1,10 @@
 """One episode of a search strategy into a run folder: the search from the task's fresh
-episode, the verifier on the best ended trajectory, its turns file (the verified
-trajectory's turns, as a bon episode's), its tree file, and its `EpisodeResult` with
-the strategy, its parameters and what every call spent."""
+episode within its budget, the verifier on the best ended trajectory (its verdict is the
+episode's outcome) and then on every other finished leaf, its turns file (the verified
+trajectory's turns, as a bon episode's), its tree file, and its `EpisodeResult` with the
+strategy, its parameters, what every kind of call spent and its leaves' verdicts.
+
+An episode whose budget cannot afford one call ends as `budget_exhausted`, unverified."""
 
 from __future__ import annotations
 
@@ -13,16 +16,20 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from turnbon_graph._litellm.loading import load_litellm
 from turnbon_graph.bench.attempt import TurnLog
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.episode import EpisodeEnd, classify_failure, verdict_outcome
 from turnbon_graph.bench.runs import EpisodeResult, current_worker, tree_path, turns_path
 from turnbon_graph.bench.strategies.beam import Beam
 from turnbon_graph.bench.strategies.bon import BestOfN
-from turnbon_graph.bench.strategies.budget import Ledger
+from turnbon_graph.bench.strategies.budget import Estimates, Ledger, Meter
 from turnbon_graph.bench.strategies.escalate import Escalate, escalated_effort
+from turnbon_graph.bench.strategies.leaves import verify_leaves
 from turnbon_graph.bench.strategies.lookahead import Lookahead
+from turnbon_graph.bench.strategies.metered import MeteredClient
 from turnbon_graph.bench.strategies.particle import Particles
+from turnbon_graph.bench.strategies.record import SearchRecord
 from turnbon_graph.bench.strategies.search import Search, Strategy
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.trajectory import Trajectory
@@ -52,18 +59,62 @@ def make_strategy(spec: StrategySpec, n: int, seed: str, effort: str | None = No
 
 
 def value_model(
-    engine: TurnEngine, spec: StrategySpec, kwargs: dict[str, Any] | None
+    engine: TurnEngine, spec: StrategySpec, kwargs: dict[str, Any] | None, ledger: Ledger
 ) -> ValueModel:
     """The value model: `spec.value` (default: the generator's model, on its endpoint),
-    calling through the engine's client, so the run's limits bound it too."""
+    calling through the engine's client, so the run's limits bound it too, metered on
+    the episode's `ledger`."""
     generator = engine.generator
     assert isinstance(generator, CandidateGenerator)  # what TurnEngine.from_options builds
     if kwargs is None and spec.value is None:
         endpoint = {**generator.completion_kwargs, **generator.specs[0].completion_kwargs}
         kwargs = {k: v for k, v in endpoint.items() if k in CONNECTION_KEYS}
-    return ValueModel(
-        spec.value or generator.models[0], completion_kwargs=kwargs, client=generator.client
-    )
+    client = MeteredClient(generator.client, ledger, "value")
+    return ValueModel(spec.value or generator.models[0], completion_kwargs=kwargs, client=client)
+
+
+def models_by_kind(engine: TurnEngine, spec: StrategySpec) -> dict[str, str]:
+    """The model each kind of call goes to (the selector's when it names one)."""
+    generator = engine.generator
+    assert isinstance(generator, CandidateGenerator)
+    model = generator.models[0]
+    selector = getattr(engine.selector, "model", None)
+    return {
+        "generator": model,
+        "rollout": model,
+        "value": spec.value or model,
+        "selector": selector if isinstance(selector, str) else model,
+    }
+
+
+def prices(models: dict[str, str]) -> dict[str, tuple[float, float]]:
+    """LiteLLM's price of a prompt and of a completion token, for each kind's model (a
+    model it does not price costs nothing: the command line refuses those). Blocking:
+    call it off the event loop."""
+    import litellm
+
+    found = {}
+    for kind, model in models.items():
+        try:
+            prompt, _ = litellm.cost_per_token(model=model, prompt_tokens=1, completion_tokens=0)
+            _, completion = litellm.cost_per_token(
+                model=model, prompt_tokens=0, completion_tokens=1
+            )
+        except Exception:
+            prompt = completion = 0.0
+        found[kind] = (float(prompt), float(completion))
+    return found
+
+
+async def episode_ledger(
+    engine: TurnEngine, spec: StrategySpec, estimates: Estimates | None
+) -> Ledger:
+    """The episode's ledger: its budget in its unit, on the run's shared `estimates`."""
+    meter = Meter(spec.budget_unit)
+    if spec.budget_unit == "usd":
+        await load_litellm()
+        meter.prices = await asyncio.to_thread(prices, models_by_kind(engine, spec))
+    return Ledger(spec.token_budget, meter, estimates if estimates is not None else Estimates())
 
 
 async def run_search_episode(
@@ -77,20 +128,24 @@ async def run_search_episode(
     *,
     setting: str | None = None,
     value_kwargs: dict[str, Any] | None = None,
+    estimates: Estimates | None = None,
 ) -> EpisodeResult:
     """One attempt by the search strategy `spec`: the search, then the verifier on its
-    choice. `setting`: the setting's label in the run (default: the strategy's own);
-    `value_kwargs`: the value model's connection (`BenchConfig.value_kwargs`)."""
+    choice and on every other finished leaf. `setting`: the setting's label in the run
+    (default: the strategy's own); `value_kwargs`: the value model's connection
+    (`BenchConfig.value_kwargs`); `estimates`: what the run's calls cost so far, shared
+    by its episodes (`BenchConfig.estimates`)."""
     setting = setting or spec.label(n)
     started = time.monotonic()
-    ledger = Ledger(spec.token_budget)
+    ledger = await episode_ledger(engine, spec, estimates)
     effort = None
     if spec.name == "escalate":  # model-map look-ups, off the event loop
         effort = await asyncio.to_thread(escalated_effort, engine.generator)
     strategy = make_strategy(spec, n, f"{engine.config.seed}|{task.id}|{trial}", effort)
-    value = value_model(engine, spec, value_kwargs) if strategy.forks else None
+    value = value_model(engine, spec, value_kwargs, ledger) if strategy.forks else None
     chosen: Trajectory | None = None
     search: Search | None = None
+    record = SearchRecord(unit=spec.budget_unit)
     try:
         root = await environment.start(task, trial)
     except Exception as exc:
@@ -98,7 +153,10 @@ async def run_search_episode(
     else:
         search = Search(strategy, engine, value, task, root, ledger)
         try:
-            end, chosen = await _search_and_verify(search, task)
+            end, chosen = await _search_and_verify(search, task, spec)
+            if chosen is not None and end.outcome != "budget_exhausted":
+                passed = end.verdict.passed if end.verdict and not end.verdict.error else None
+                record.leaves, record.verify_s = await verify_leaves(search, chosen, passed, task)
         finally:
             await search.close_all()
     messages = chosen.messages if chosen is not None else []
@@ -108,6 +166,13 @@ async def run_search_episode(
     )  # the files, off the event loop
     assert end.outcome is not None
     spent = ledger.spent
+    record.spent = round(ledger.amount, 10)
+    record.rollout = spent["rollout"]
+    record.steps, record.forks, record.refused = ledger.steps, ledger.forks, ledger.refused
+    if search is not None:
+        record.value_calls = search.value_calls
+        record.value_failed, record.value_unparsed = search.value_failed, search.value_unparsed
+        record.value_error = search.value_errors[0][:2000] if search.value_errors else None
     return EpisodeResult(
         task=task.id,
         trial=trial,
@@ -128,6 +193,7 @@ async def run_search_episode(
         tokens=ledger.total,
         value_usage=spent["value"] if strategy.forks else None,
         escalated_turns=_escalated(messages) if spec.name == "escalate" else None,
+        search=record,
     )
 
 
@@ -152,10 +218,11 @@ def _write_files(
 
 
 async def _search_and_verify(
-    search: Search, task: TaskSpec
+    search: Search, task: TaskSpec, spec: StrategySpec
 ) -> tuple[EpisodeEnd, Trajectory | None]:
     """The search within the task's agent time limit, then the verifier on its choice;
-    how the attempt ended, classified as a bon episode's is (`bench.episode`)."""
+    how the attempt ended, classified as a bon episode's is (`bench.episode`), or as
+    `budget_exhausted` when the budget afforded no call at all."""
     try:
         async with asyncio.timeout(task.agent_timeout_s):
             chosen = await search.run()
@@ -164,6 +231,11 @@ async def _search_and_verify(
     if chosen is None:
         failed = search.errors[0] if search.errors else "no trajectory could be extended"
         return EpisodeEnd("agent_error", failed[:2000]), None
+    if chosen.turns == 0 and chosen.ended == "token budget":
+        first = search.cost([(chosen, 1)])
+        budget = spec.amount(spec.token_budget or 0)
+        why = f"the budget of {budget} cannot afford one call (the first: {spec.amount(first)})"
+        return EpisodeEnd("budget_exhausted", why), chosen
     try:
         verdict = await asyncio.wait_for(chosen.episode.verify(), task.verifier_timeout_s)
     except Exception as exc:

@@ -33,7 +33,7 @@ LABEL_CHARS = 34
 
 
 def plot_pass_against_tokens(
-    lines: Mapping[str, Sequence[tuple[float, float, int | None]]], path: Path
+    lines: Mapping[str, Sequence[tuple[float, float, float | None]]], path: Path
 ) -> Path:
     """Pass rate against mean tokens per episode: one line per strategy through its
     budgets, each point marked with its budget."""
@@ -45,7 +45,7 @@ def plot_pass_against_tokens(
         ax.plot(xs, ys, marker="o", linewidth=2, color=color, label=label)
         for x, y, budget in points:
             ax.annotate(
-                "no bound" if budget is None else f"≤{budget:,}",
+                "no bound" if budget is None else f"≤{budget:,g}",
                 (x, y),
                 xytext=(4, 4),
                 textcoords="offset points",

@@ -133,8 +133,9 @@ def run(args: argparse.Namespace) -> int:
     order = setting_order(results, read_settings(run_dir))
     print(f"{len(results)} episodes · {one_line_summary(results, order)}")
     broken = agent_errors(results, order, model)
+    blind = value_failures(results, order, model)
     print(f"Report: turnbon report {shlex.quote(str(run_dir))}")
-    return 1 if broken else 0
+    return 1 if broken or blind else 0
 
 
 def strategy_of(
@@ -157,6 +158,11 @@ def strategy_of(
         raise ConfigurationError(
             "--width and --value apply to a search strategy: add --strategy beam or particle"
         )
+    if args.budget_unit != "tokens" and not args.token_budget:
+        raise ConfigurationError(
+            f"--budget-unit {args.budget_unit} says what --token-budget counts: add "
+            "--token-budget, or drop --budget-unit"
+        )
     value, value_kwargs = args.value, None
     if value == STUB_MODEL:
         if args.model != STUB_MODEL:
@@ -167,6 +173,9 @@ def strategy_of(
         value, value_kwargs = STUB_ID, dict(link)
     elif value is not None:
         check_model_ids(value)
+        check_value_model(args, value)
+    if args.budget_unit == "usd":
+        check_priced(args.model, value)
     given = {"width": args.width, "value": value, "horizon": args.horizon, "agree": args.agree}
     given = {flag: v for flag, v in given.items() if v is not None}
 
@@ -191,12 +200,72 @@ def strategy_of(
                         name=name,
                         value_temperature=args.value_temperature,
                         token_budget=budget,
+                        budget_unit=args.budget_unit,
                         **own,
                     )
                 )
     except ValidationError as exc:  # a flag of another strategy: the message says which
         raise configuration_error(exc) from None
     return specs, value_kwargs
+
+
+def check_value_model(args: argparse.Namespace, value: str) -> None:
+    """Refuses, before anything runs, a value model LiteLLM cannot route or whose key is
+    not set (as the generator's is checked): every value call would fail."""
+    from turnbon_graph.cli.models import check_credentials
+    from turnbon_graph.errors import ConfigurationError
+
+    if getattr(args, "ray", None) not in (None, "local"):
+        return  # a cluster's workers hold keys of their own
+    try:
+        check_credentials(value, {})
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"--value {value}: {exc}") from None
+
+
+def check_priced(model: str, value: str | None) -> None:
+    """--budget-unit usd needs LiteLLM's price of every model a search calls."""
+    from turnbon_graph._litellm.loading import quiet_litellm
+    from turnbon_graph._litellm.model_map import is_priced
+    from turnbon_graph.errors import ConfigurationError
+
+    quiet_litellm()  # the price map, loaded
+    unpriced = [m for m in dict.fromkeys([model, value or model]) if not is_priced(m)]
+    if unpriced:
+        raise ConfigurationError(
+            f"--budget-unit usd: LiteLLM's price map has no price for {', '.join(unpriced)}; "
+            "count tokens instead (--budget-unit tokens or completion), or register the "
+            "model's price with litellm.register_model"
+        )
+
+
+def value_failures(results: list[Any], order: list[str], model: str) -> list[str]:
+    """Says, per setting, how many value answers failed or were unusable and the first
+    one's error (on stderr); returns the settings where every value asked for failed:
+    the search ran blind, its results say nothing of the strategy."""
+    blind = []
+    for setting in order:
+        rows = [r for r in results if r.setting == setting and r.search is not None]
+        asked = sum(r.search.value_calls for r in rows)
+        failed = sum(r.search.value_failed + r.search.value_unparsed for r in rows)
+        if not failed:
+            continue
+        first = next(r.search.value_error for r in rows if r.search.value_error)
+        named = next((r.strategy.value for r in rows if r.strategy and r.strategy.value), model)
+        print(
+            f"{setting}: {failed} of {asked} value answers of the value model {named} failed "
+            f"or could not be read; the first: {first}",
+            file=sys.stderr,
+        )
+        if failed == asked:
+            blind.append(setting)
+            print(
+                f"{setting}: every value call failed, so its search ranked nothing: fix the "
+                f"value model {named} (--value; its id, key or endpoint) and run again "
+                "into a new run folder",
+                file=sys.stderr,
+            )
+    return blind
 
 
 def refuse_another_model(run_dir: Path, model: str) -> None:

@@ -4,16 +4,41 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 
 from turnbon_graph.cli.arguments import positive_float, positive_int, share
+
+
+def at_most(limit: int, why: str) -> Callable[[str], int]:
+    """argparse type: a whole number from 1 to `limit` (`why` says what the bound keeps)."""
+
+    def bounded(text: str) -> int:
+        value = positive_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"{value} is above {limit}, the most {why}")
+        return value
+
+    return bounded
+
+
+def finite_positive(text: str) -> float:
+    """argparse type: a finite number above 0 (`inf` and `nan` are refused)."""
+    value = positive_float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     """How each episode searches (`turnbon_graph.bench.strategies`, docs/strategies.md)."""
     from turnbon_graph.bench.strategies.names import (
+        BUDGET_UNITS,
         DEFAULT_AGREE,
         DEFAULT_HORIZON,
         DEFAULT_WIDTH,
+        MAX_HORIZON,
+        MAX_WIDTH,
         STRATEGIES,
     )
 
@@ -32,9 +57,9 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--width",
-        type=positive_int,
+        type=at_most(MAX_WIDTH, "a search keeps (a turn makes up to W x N forks)"),
         metavar="W",
-        help=f"trajectories a search keeps (default: {widths})",
+        help=f"trajectories a search keeps, 1 to {MAX_WIDTH} (default: {widths})",
     )
     parser.add_argument(
         "--value",
@@ -44,18 +69,20 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--value-temperature",
-        type=positive_float,
+        type=finite_positive,
         default=1.0,
         metavar="T",
-        help="particle: the softmax temperature of resampling by value (scores 0-10)",
+        help="particle: the softmax temperature of resampling by value, over the scores "
+        "normalised to [0, 1] (a finite number above 0; lower follows the scores more "
+        "greedily)",
     )
     parser.add_argument(
         "--horizon",
-        type=positive_int,
+        type=at_most(MAX_HORIZON, "turns a rollout continues"),
         metavar="H",
         help="lookahead: N candidates a turn, each distinct one run in a fork and rolled out "
-        "H turns at N=1; the one whose rollout --value scores best is taken (default: "
-        f"{DEFAULT_HORIZON})",
+        f"H turns (1 to {MAX_HORIZON}) at N=1; the one whose rollout --value scores best "
+        f"is taken (default: {DEFAULT_HORIZON})",
     )
     parser.add_argument(
         "--agree",
@@ -68,11 +95,21 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--token-budget",
-        type=positive_int,
+        type=finite_positive,
         nargs="+",
         metavar="T",
-        help="tokens an episode may spend: prompt plus completion of generator, selector "
-        "and value calls together; the strategy narrows, then falls back to one candidate, "
-        "then stops, rather than go over; several budgets make a setting each, for every "
-        "strategy (default: no bound)",
+        help="what an episode may spend on its generator, selector, value and rollout "
+        "calls together, in --budget-unit; the strategy narrows, then falls back to one "
+        "candidate, then stops, rather than go over, and every call's max_tokens is "
+        "clamped to what is left; an episode that cannot afford one call ends as "
+        "budget_exhausted; several budgets make a setting each, for every strategy "
+        "(default: no bound)",
+    )
+    parser.add_argument(
+        "--budget-unit",
+        choices=BUDGET_UNITS,
+        default="tokens",
+        help="what --token-budget counts: tokens, prompt plus completion tokens; "
+        "completion, completion tokens alone, as the paper's Table 1 counts them; usd, "
+        "the cost in dollars by LiteLLM's price map (a whole number of tokens, or dollars)",
     )

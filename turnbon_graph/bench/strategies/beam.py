@@ -1,7 +1,8 @@
 """Beam search over agent turns: `width` trajectories; each turn every one proposes N
 candidates, each distinct candidate runs in a fork of its parent's environment, the
-value model scores the children, and the best `width` (less those already ended) go
-on. It is the base `Strategy`'s behaviour, named here."""
+value model scores the children, and the top `width` of the finished trajectories and
+the children together go on (`selection.top_width`): the search stops when they have all
+finished. It is the base `Strategy`'s behaviour, named here."""
 
 from __future__ import annotations
 

@@ -27,10 +27,11 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from turnbon_graph._litellm.model_map import EFFORT_ORDER, Efforts, reasoning_efforts
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.bench.strategies.budget import characters
+from turnbon_graph.bench.strategies.budget import request_chars
 from turnbon_graph.bench.strategies.search import Search, Strategy
 from turnbon_graph.bench.strategies.trajectory import Trajectory
 from turnbon_graph.bench.strategies.tree import TreeNode
+from turnbon_graph.openai.messages import to_openai_messages
 from turnbon_graph.records import EscalationRecord, Usage
 from turnbon_graph.turn.candidates import agreement
 from turnbon_graph.turn.engine import TurnEngine, turn_record
@@ -119,10 +120,10 @@ class Escalate(Strategy):
         messages = transcript if self.effort else step_by_step(transcript)
         k = len(turn.candidates)
         ledger = search.ledger
-        size = characters(messages, search.tools)
+        size = request_chars(to_openai_messages(messages), search.tools)
         estimate = ledger.estimate("generator", size, k, calls=1 if search.native_n else k)
         if k > 1:  # the selector's call still to come
-            estimate += search.selector_cost(characters(transcript), k)
+            estimate += search.selector_cost(search.request_size(parent.messages), k)
         if not ledger.fits(estimate):
             turn.sampling.budget = (
                 f"not escalated (agreement {share:.2f} < {self.agree:g}): the token budget "

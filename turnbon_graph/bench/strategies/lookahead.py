@@ -12,9 +12,9 @@ would be the oracle, which `turnbon rollouts` measures). A turn with one distinc
 candidate has nothing to compare: no rollout, no value call.
 
 A turn costs one generator call of N, then for each distinct candidate up to `horizon`
-generator calls of one and one value call. Under a token budget the plan takes fewer
-candidates (down to one, which needs no rollout), and a rollout stops early, or goes
-unscored, when its next call would not fit beside the calls in flight.
+generator calls of one (counted as `rollout` calls) and one value call. Under a token
+budget the plan takes fewer candidates (down to one, which needs no rollout), and a
+rollout stops early, or goes unscored, when its next call would not fit.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import dataclasses
 
 from turnbon_graph.bench.environment import Episode
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.bench.strategies.budget import characters
 from turnbon_graph.bench.strategies.search import Search, Strategy, candidate_tokens
 from turnbon_graph.bench.strategies.trajectory import Trajectory
 
@@ -36,13 +35,14 @@ class Lookahead(Strategy):
         super().__init__(1, n)
         self.horizon = horizon
 
-    def scoring_cost(self, search: Search, size: int, k: int) -> float:
+    def scoring_cost(self, search: Search, parent: Trajectory, k: int) -> float:
         """k rollouts: `horizon` generator calls of one each, on the request grown by a
         step more every turn, and a value call on where it led."""
         ledger, growth = search.ledger, search.ledger.growth
+        size = search.request_size(parent.messages)
         turns = range(1, self.horizon + 1)
-        rollout = sum(ledger.estimate("generator", size + t * growth, 1) for t in turns)
-        value = ledger.estimate("value", size + (self.horizon + 1) * growth)
+        rollout = sum(ledger.estimate("rollout", size + t * growth, 1) for t in turns)
+        value = ledger.estimate("value", search.value_size(parent) + (self.horizon + 1) * growth)
         return k * (rollout + value)
 
     async def evaluate(self, search: Search, children: list[Trajectory]) -> None:
@@ -75,15 +75,8 @@ class Lookahead(Strategy):
             else:
                 rollout = await self._roll(search, child, where)
         try:
-            ledger = search.ledger
-            estimate = ledger.estimate(
-                "value", characters(search.engine.transcript(rollout.messages))
-            )
-            if ledger.reserve(estimate):
-                try:
-                    await search.rate(rollout, into=child)
-                finally:
-                    ledger.release(estimate)
+            if search.ledger.fits(search.ledger.estimate("value", search.value_size(rollout))):
+                await search.rate(rollout, into=child)
         finally:
             if where is not None and not isinstance(where, str):
                 await search.close(where)
@@ -91,7 +84,8 @@ class Lookahead(Strategy):
     async def _roll(self, search: Search, child: Trajectory, where: Episode) -> Trajectory:
         """`child` continued up to `horizon` turns at N=1 in `where`, each step a tree
         node of fate `rollout`; it stops early when it ends, fails or the budget says so."""
-        engine, ledger, fork = search.engine_for(1), search.ledger, search.fork_id(where)
+        engine, ledger = search.engine_for(1, "rollout"), search.ledger
+        fork = search.fork_id(where)
         rollout = dataclasses.replace(
             child,
             messages=list(child.messages),
@@ -100,9 +94,8 @@ class Lookahead(Strategy):
             segments=list(child.segments),
         )
         for _ in range(self.horizon):
-            size = characters(engine.transcript(rollout.messages), search.tools)
-            estimate = ledger.estimate("generator", size, 1)
-            if not ledger.reserve(estimate):
+            estimate = ledger.estimate("rollout", search.request_size(rollout.messages), 1)
+            if not ledger.fits(estimate):
                 search.nodes[rollout.node].error = "the rollout stopped here: the token budget"
                 break
             try:
@@ -114,8 +107,6 @@ class Lookahead(Strategy):
                     rollout.node
                 ].error = f"the rollout failed: {type(exc).__name__}: {exc}"
                 break
-            finally:
-                ledger.release(estimate)
             message = await engine.select(rollout.messages, turn)  # one candidate: no call
             node = search.add_node(
                 rollout, message, fork, candidate_tokens(turn.candidates), fate="rollout"

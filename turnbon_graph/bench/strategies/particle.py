@@ -1,24 +1,18 @@
 """Particle filtering over agent turns: `width` particles, each extended by one candidate
-a turn (run in its own environment) and scored by the value model; then as many
-particles as have not ended are drawn, with replacement, with probabilities the softmax
-of the scores at `temperature`. A particle drawn twice goes on in a fork; one never
-drawn is pruned."""
+a turn (run in its own environment) and scored by the value model; then `width` draws
+with replacement from the finished and the live particles together, each with
+probability proportional to its copies times the softmax of its score normalised to
+[0, 1] at `temperature` (`selection.resample`). A live particle drawn twice goes on in
+a fork, one never drawn is pruned; a finished particle drawn stays in the pool as often
+as it was drawn. The search stops when every draw is a finished particle."""
 
 from __future__ import annotations
 
-import math
 import random
-from collections import Counter
 
 from turnbon_graph.bench.strategies.search import Plan, Search, Strategy
+from turnbon_graph.bench.strategies.selection import resample
 from turnbon_graph.bench.strategies.trajectory import Trajectory
-
-
-def softmax(scores: list[float], temperature: float) -> list[float]:
-    top = max(scores)
-    weights = [math.exp((s - top) / temperature) for s in scores]
-    total = sum(weights)
-    return [w / total for w in weights]
 
 
 class Particles(Strategy):
@@ -33,24 +27,23 @@ class Particles(Strategy):
         """One candidate a particle; the task's start proposes one for every particle."""
         return [(t, self.width if t.turns == 0 else 1) for t in live]
 
-    async def cut(self, search: Search, children: list[Trajectory]) -> list[Trajectory]:
-        room = max(self.width - len(search.held), 0)
-        if not children or not room:
-            for child in children:
-                await search.prune(child)
-            return []
-        # An unscored particle weighs as a score of 0.
-        weights = softmax([max(c.score, 0.0) for c in children], self.temperature)
-        drawn = Counter(self.rng.choices(range(len(children)), weights, k=room))
+    async def settle(self, search: Search, children: list[Trajectory]) -> list[Trajectory]:
+        pool = [*search.held, *children]
+        drawn = resample([t.entry() for t in pool], self.width, self.temperature, self.rng)
         survivors: list[Trajectory] = []
-        for position, child in enumerate(children):
+        for position, trajectory in enumerate(pool):
             copies = drawn.get(position, 0)
-            search.nodes[child.node].copies = copies
+            search.nodes[trajectory.node].copies = copies
             if not copies:
-                await search.prune(child)
+                await search.drop(trajectory)
                 continue
-            survivors.append(child)
+            if trajectory.ended is not None:  # it stays in the pool, in `copies` slots
+                trajectory.copies = copies
+                if not search.is_held(trajectory):
+                    await search.hold(trajectory, trajectory.ended)
+                continue
+            survivors.append(trajectory)
             for _ in range(copies - 1):
-                if (copy := await search.copy(child)) is not None:
+                if (copy := await search.copy(trajectory)) is not None:
                     survivors.append(copy)
         return survivors

@@ -1,44 +1,49 @@
 """The loop every strategy shares: plan a turn within the token budget, expand the live
 trajectories (one generator call each, n = its candidates), run each distinct child in
-a fork of its parent's environment, score the children with the value model, and cut.
+a fork of its parent's environment, score the children with the value model, and let
+the strategy settle which go on.
 
-The strategies differ in how many candidates a trajectory proposes, how its children are
-evaluated and how they are cut (`Strategy`'s hooks): beam keeps the best, particle
-filtering resamples, bon keeps the one its selector picked, lookahead scores each child
-by a short rollout, escalate samples a disagreeing turn again with more effort. A
-trajectory that ends (a final answer, the turn limit) is held; the search stops once
-`width` trajectories ended, when a held one is worth at least every live one, or when
-the budget cannot afford another step. The best held trajectory (by value) is the one
-the caller verifies; every other environment is closed.
+What a strategy decides are the hooks of `Strategy`: how many candidates each live
+trajectory proposes, what a child's value costs and how it is found, and which
+trajectories go on after a turn. The base is beam search; particle filtering, bon,
+lookahead and escalate override what differs. The tree and the environments are the
+`forest.Forest`'s to keep.
+
+A trajectory that ends (a final answer, the turn limit) is held while it is among the
+ones the strategy keeps; the search stops when the strategy keeps no live trajectory
+(beam: the top `width` have all finished), or when the budget cannot afford another
+step. The best held trajectory (by value) is the one the caller verifies. Every
+trajectory that finished is a leaf: its environment stays open until the caller has
+verified it too (`leaves`), then every environment is closed (`close_all`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from turnbon_graph._litellm.loading import load_litellm
 from turnbon_graph.bench.environment import Budgeted, Episode, TaskSpec
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.bench.strategies.budget import Ledger, characters
-from turnbon_graph.bench.strategies.trajectory import (
-    Pick,
-    Trajectory,
-    describe,
-    step_size,
-    take_step,
+from turnbon_graph.bench.strategies.budget import REFUSED, Kind, Ledger, request_chars
+from turnbon_graph.bench.strategies.forest import Forest
+from turnbon_graph.bench.strategies.metered import (
+    MeteredClient,
+    metered_engine,
+    metered_selector,
 )
-from turnbon_graph.bench.strategies.tree import Fate, TreeNode, short_action
-from turnbon_graph.openai.messages import to_openai_tools
-from turnbon_graph.records import Usage
+from turnbon_graph.bench.strategies.selection import top_width
+from turnbon_graph.bench.strategies.trajectory import Pick, Trajectory, step_size, take_step
+from turnbon_graph.bench.strategies.tree import TreeNode
+from turnbon_graph.openai.messages import to_openai_messages, to_openai_tools
 from turnbon_graph.turn.candidates import Candidate, group_by_action
 from turnbon_graph.turn.engine import TurnEngine, turn_record
 
 if TYPE_CHECKING:
-    from turnbon_graph.bench.strategies.value import ValueModel
+    from turnbon_graph.bench.strategies.value import ValueFunction
     from turnbon_graph.turn.state import GeneratedTurn
 
 Plan = list[tuple[Trajectory, int]]
@@ -46,8 +51,9 @@ Plan = list[tuple[Trajectory, int]]
 
 
 class Strategy:
-    """How a search expands and cuts. The base keeps the best children by value, up to
-    the width (beam search); the others override what differs."""
+    """How a search expands and cuts. The base keeps the top `width` of the finished and
+    the live trajectories together, by value (beam search); the others override what
+    differs."""
 
     name = "beam"
     forks = True
@@ -70,74 +76,70 @@ class Strategy:
         sample the turn again)."""
         return turn
 
-    def scoring_cost(self, search: Search, size: int, k: int) -> float:
-        """The estimated tokens of scoring k children of a request of `size` characters:
-        a value call each, on the request grown by a step."""
+    def scoring_cost(self, search: Search, parent: Trajectory, k: int) -> float:
+        """The estimated cost of scoring k children of `parent`: a value call each, on
+        its request grown by a step."""
         ledger = search.ledger
-        return ledger.estimate("value", size + ledger.growth, k, calls=k)
+        size = search.value_size(parent) + ledger.growth
+        return ledger.estimate("value", size, k, calls=k)
 
     async def evaluate(self, search: Search, children: list[Trajectory]) -> None:
         """Each child's value, when there is more than one thing to compare."""
         if search.scores(len(children)):
             await asyncio.gather(*(search.rate(c) for c in children))
 
-    async def settle(self, search: Search, children: list[Trajectory]) -> list[Trajectory]:
-        """The ended children held, the cut among the others: the live trajectories."""
-        for child in children:
-            if child.ended is not None:
-                await search.hold(child, child.ended)
-        return await self.cut(search, [c for c in children if c.ended is None])
-
     def annotate(self, node: TreeNode, message: AIMessage) -> None:
         """What the strategy adds to a child's tree node from its chosen `message`."""
 
-    async def cut(self, search: Search, children: list[Trajectory]) -> list[Trajectory]:
-        """The children that go on: the best by value, up to the width not yet ended."""
-        room = max(self.width - len(search.held), 0)
-        ranked = sorted(children, key=lambda t: -t.score)  # stable: earlier first on ties
-        for dropped in ranked[room:]:
-            await search.prune(dropped)
-        return ranked[:room]
+    async def settle(self, search: Search, children: list[Trajectory]) -> list[Trajectory]:
+        """The top `width` of the finished trajectories and the children together go on
+        (`selection.top_width`): those of them that finished are held, the live ones are
+        returned, best first; every other is cut (a finished one stays a leaf)."""
+        pool = [*search.held, *children]
+        kept = [pool[p] for p in top_width([t.entry() for t in pool], self.width)]
+        for trajectory in pool:
+            if not any(trajectory is k for k in kept):
+                await search.drop(trajectory)
+            elif trajectory.ended is not None and not search.is_held(trajectory):
+                await search.hold(trajectory, trajectory.ended)
+        return [t for t in kept if t.ended is None]
 
 
-class Search:
+class Search(Forest):
     """One episode's search, from its root trajectory (the task's fresh episode)."""
 
     def __init__(
         self,
         strategy: Strategy,
         engine: TurnEngine,
-        value: ValueModel | None,
+        value: ValueFunction | None,
         task: TaskSpec,
         root: Episode,
         ledger: Ledger,
     ) -> None:
+        super().__init__(root, ledger)
         self.strategy = strategy
-        self.engine = engine
+        selector, self._selector_metered = metered_selector(engine.selector, ledger)
+        self.engine = metered_engine(engine, ledger, "generator", selector)
         self.value = value
         self.task = task
-        self.ledger = ledger
         self.tools = to_openai_tools(list(root.tools))
         segments = [task.instruction, *task.follow_ups]
         first = Trajectory([HumanMessage(segments[0])], root, "0", "e0", segments[1:])
-        self.nodes: dict[str, TreeNode] = {
-            "0": TreeNode(id="0", parent=None, turn=0, action="(the task starts)", fork="e0")
-        }
         self.live: list[Trajectory] = [first]
-        self.held: list[Trajectory] = []
-        self.errors: list[str] = []
-        self.open: set[int] = {id(root)}
-        self._episodes: dict[int, Episode] = {id(root): root}
-        self._forks = 0
-        self._fork_ids: dict[int, str] = {}
-        self._engines: dict[int, TurnEngine] = {}
+        self.value_errors: list[str] = []
+        self.value_calls = 0
+        self.value_failed = 0
+        self.value_unparsed = 0
+        self._engines: dict[tuple[int, Kind], TurnEngine] = {}
         self.native_n = False
 
     # ------------------------------------------------------------------ the loop
 
     async def run(self) -> Trajectory | None:
         """Searches until done; the trajectory to verify (None: every one failed)."""
-        while self.live and not self._enough():
+        await self.prime()
+        while self.live:
             plan = self.plan()
             planned = {id(t) for t, _ in plan}
             # What the budget cannot extend ends here, as at a turn limit.
@@ -146,29 +148,37 @@ class Search:
             self.live = [t for t in self.live if id(t) in planned]
             if not plan:
                 break
+            self.ledger.expect(self.cost(plan))
             expanded = await asyncio.gather(*(self._expand(t, k) for t, k in plan))
             children = [c for group in expanded for c in group]
             if self.value is not None and self.strategy.forks:
                 await self.strategy.evaluate(self, children)
             self.live = await self.strategy.settle(self, children)
+            self.ledger.expect(0.0)
             for trajectory in self.live:
                 self.nodes[trajectory.node].fate = "kept"
-        for trajectory in self.live:  # enough ended: the unfinished are cut
-            await self.prune(trajectory)
-        self.live = []
         if not self.held:
             return None
-        best = max(self.held, key=lambda t: t.score)  # the first held on ties
+        best = self.held[top_width([t.entry() for t in self.held], 1)[0]]
         self.nodes[best.node].fate = "chosen"
         return best
 
-    def _enough(self) -> bool:
-        """Enough ended: `width` of them, or one worth at least every live trajectory."""
-        if len(self.held) >= self.strategy.width:
-            return True
-        if self.held and self.live:
-            return max(t.score for t in self.held) >= max(t.score for t in self.live) >= 0
-        return False
+    async def prime(self) -> None:
+        """Under a budget, before the run's first call: the first prompt's tokens per
+        character, counted by the generator model's tokenizer (off the event loop)."""
+        estimates = self.ledger.estimates
+        if self.ledger.budget is None or estimates.first_ratio is not None or estimates.ratios:
+            return
+        messages = to_openai_messages(self.engine.transcript(self.live[0].messages))
+        litellm = await load_litellm()
+        model = self.engine.generator.model_for(0)
+        try:
+            counted = await asyncio.to_thread(
+                litellm.token_counter, model=model, messages=messages, tools=self.tools
+            )
+        except Exception:  # a tokenizer that cannot count: the estimates' fallback stands
+            return
+        estimates.first_ratio = counted / max(request_chars(messages, self.tools), 1)
 
     def plan(self) -> Plan:
         """The strategy's wanted expansion, narrowed to fit the token budget: the least
@@ -184,23 +194,33 @@ class Search:
         return plan
 
     def cost(self, plan: Plan) -> float:
-        """The estimated tokens of a turn's expansion: its generator calls, the value
+        """The estimated cost of a turn's expansion: its generator calls, the value
         calls that score its children, and a bon selector's call."""
         ledger, total = self.ledger, 0.0
         children = sum(k for _, k in plan)
         for trajectory, k in plan:
-            size = characters(self.engine.transcript(trajectory.messages), self.tools)
+            size = self.request_size(trajectory.messages)
             total += ledger.estimate("generator", size, k, calls=1 if self.native_n else k)
-            if self.strategy.forks and self.scores(children):
-                total += self.strategy.scoring_cost(self, size, k)
+            if self.strategy.forks and self.value is not None and self.scores(children):
+                total += self.strategy.scoring_cost(self, trajectory, k)
             if not self.strategy.forks and k > 1:
                 total += self.selector_cost(size, k)
         return total
 
-    def selector_cost(self, size: int, k: int) -> float:
-        """The estimated tokens of a selector's call on k candidates for a request of
+    def request_size(self, messages: Sequence[BaseMessage]) -> int:
+        """Characters of the generator's request for `messages` (with the tools)."""
+        return request_chars(to_openai_messages(self.engine.transcript(messages)), self.tools)
+
+    def value_size(self, trajectory: Trajectory) -> int:
+        """Characters of the value request for `trajectory` as it stands."""
+        if self.value is None:
+            return 0
+        return self.value.request_size(self.engine.transcript(trajectory.messages))
+
+    def selector_cost(self, size: float, k: int) -> float:
+        """The estimated cost of a selector's call on k candidates for a request of
         `size` characters."""
-        return self.ledger.estimate("selector", size + k * self.ledger.growth // 4)
+        return self.ledger.estimate("selector", size + k * self.ledger.growth / 4)
 
     def scores(self, children: int) -> bool:
         """Whether children are scored: always but a lone child with nothing to compare."""
@@ -219,7 +239,10 @@ class Search:
         except Exception as exc:
             if not is_agent_failure(exc):
                 raise
-            self._fail(parent, f"{type(exc).__name__}: {exc}")
+            if REFUSED in str(exc):  # the budget, not a failure: it ends here
+                await self.hold(parent, "token budget")
+                return []
+            self.fail(parent, f"{type(exc).__name__}: {exc}")
             await self.close(parent.episode)
             return []
         picks = await self._picks(parent, turn, engine)
@@ -237,12 +260,9 @@ class Search:
     async def generate(
         self, engine: TurnEngine, messages: list[BaseMessage], extra: dict[str, Any] | None = None
     ) -> GeneratedTurn:
-        """One generator call of `engine` (its n candidates) for `messages`, on the ledger."""
-        turn = await engine.generate(messages, tools=self.tools, extra=extra)
-        generated = sum((c.usage for c in turn.candidates), Usage())
-        size = characters(engine.transcript(messages), self.tools)
-        self.ledger.add("generator", generated, size, len(turn.candidates))
-        return turn
+        """One generator call of `engine` (its n candidates) for `messages`; its spend
+        goes on the ledger through the engine's metered client."""
+        return await engine.generate(messages, tools=self.tools, extra=extra)
 
     async def _picks(
         self, parent: Trajectory, turn: GeneratedTurn, engine: TurnEngine
@@ -254,11 +274,8 @@ class Search:
             message = await engine.select(parent.messages, turn)
             record = turn_record(message)
             assert record is not None
-            self.ledger.add(
-                "selector",
-                record.usage.selector,
-                characters(self.engine.transcript(parent.messages)),
-            )
+            if not self._selector_metered:  # its spend known only from the record
+                self.ledger.add("selector", record.usage.selector, 0)
             return [(message, candidate_tokens(turn.candidates))]
         groups = list(group_by_action(ok).values()) if ok[0].valid else [[0]]
         picks = []
@@ -278,17 +295,6 @@ class Search:
         forks = await asyncio.gather(*(self.fork(parent.episode) for _ in range(count - 1)))
         return [parent.episode, *forks]
 
-    async def fork(self, episode: Episode) -> Episode | str:
-        """A fork of `episode`, tracked (closed with the search), or why none was made."""
-        try:
-            made: Episode = await episode.fork()  # type: ignore[attr-defined]
-        except Exception as exc:
-            if not is_agent_failure(exc):
-                raise
-            return f"the fork failed: {type(exc).__name__}: {exc}"
-        self._track(made)
-        return made
-
     async def _child(
         self, parent: Trajectory, message: AIMessage, tokens: int, where: Episode | str
     ) -> Trajectory | None:
@@ -296,30 +302,13 @@ class Search:
         node = self.add_node(parent, message, fork, tokens)
         self.strategy.annotate(self.nodes[node], message)
         if isinstance(where, str):
-            self._prune_node(node, where)
+            self.prune_node(node, where)
             return None
         child = await self.step(parent, message, where, fork, node)
         if isinstance(child, str):
-            self._prune_node(node, child)
+            self.prune_node(node, child)
             return None
         return child
-
-    def add_node(
-        self, parent: Trajectory, message: AIMessage, fork: str, tokens: int, fate: Fate = "kept"
-    ) -> str:
-        """A tree node for `message` taken after `parent`'s last step; its id."""
-        node = str(len(self.nodes))
-        content, calls = describe(message)
-        self.nodes[node] = TreeNode(
-            id=node,
-            parent=parent.node,
-            turn=parent.turns + 1,
-            action=short_action(content, calls),
-            fork=fork,
-            tokens=tokens,
-            fate=fate,
-        )
-        return node
 
     async def step(
         self, parent: Trajectory, message: AIMessage, where: Episode, fork: str, node: str
@@ -336,94 +325,52 @@ class Search:
         if isinstance(where, Budgeted) and (over := where.over_budget):
             await self.close(where)
             return f"the environment went over its budget: {over}"
-        self.ledger.grew(step_size(child, parent))
+        self.ledger.grew(step_size(child, parent), bool(message.tool_calls))
         return child
 
     async def rate(self, trajectory: Trajectory, into: Trajectory | None = None) -> None:
         """The value model's score of `trajectory`, on its last node (with the call's
-        tokens) and given to `into` (default: itself) to rank by."""
+        tokens) and given to `into` (default: itself) to rank by. A failed or unusable
+        answer is counted and leaves it unscored."""
         assert self.value is not None
         transcript = self.engine.transcript(trajectory.messages)
         asked = await self.value.score(transcript)
-        self.ledger.add("value", asked.usage, characters(transcript))
+        if not isinstance(getattr(self.value, "client", None), MeteredClient):
+            self.ledger.add("value", asked.usage, self.value.request_size(transcript))
         node = self.nodes[trajectory.node]
         node.value, node.tokens = asked.value, node.tokens + asked.usage.total_tokens
-        if asked.error:
-            node.error = asked.error
+        error = asked.error
+        if error is None or REFUSED not in error:  # a refused call asked nothing
+            self.value_calls += 1
+        if error is not None:
+            node.error = error
+        if error is not None and REFUSED not in error:
+            self.value_errors.append(error)
+            if error.startswith("invalid answer"):
+                self.value_unparsed += 1
+            else:
+                self.value_failed += 1
         target = into or trajectory
         target.value = self.nodes[target.node].value = asked.value
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def engine_for(self, k: int) -> TurnEngine:
-        """The run's engine asking for k candidates (the same generator and client)."""
-        if k == self.engine.config.n:
+    def engine_for(self, k: int, kind: Kind = "generator") -> TurnEngine:
+        """The episode's engine asking for k candidates, its calls metered as `kind`."""
+        if k == self.engine.config.n and kind == "generator":
             return self.engine
-        if k not in self._engines:
+        if (k, kind) not in self._engines:
             config = self.engine.config.model_copy(update={"n": k})
-            self._engines[k] = TurnEngine(
-                generator=self.engine.generator, selector=self.engine.selector, config=config
+            engine = TurnEngine(
+                generator=self.engine.generator,
+                selector=self.engine.selector,
+                config=config,
+                trace=self.engine.trace,
             )
-        return self._engines[k]
-
-    def _track(self, episode: Episode) -> None:
-        self._forks += 1
-        self.open.add(id(episode))
-        self._episodes[id(episode)] = episode
-        self._fork_ids[id(episode)] = f"e{self._forks}"
-
-    def fork_id(self, episode: Episode | str) -> str:
-        return self._fork_ids.get(id(episode), "-")
-
-    def _fail(self, trajectory: Trajectory, error: str) -> None:
-        self.errors.append(error)
-        self.nodes[trajectory.node].error = error
-
-    def _prune_node(self, node: str, error: str | None = None) -> None:
-        self.nodes[node].fate = "pruned"
-        if error is not None:
-            self.nodes[node].error = error
-            self.errors.append(error)
-
-    async def prune(self, trajectory: Trajectory) -> None:
-        """Cut: its node pruned, its environment closed."""
-        self._prune_node(trajectory.node)
-        await self.close(trajectory.episode)
-
-    async def hold(self, trajectory: Trajectory, ended: str) -> None:
-        """An ended trajectory waits for the choice; only the best `width` are kept."""
-        trajectory.ended = ended
-        node = self.nodes[trajectory.node]
-        node.fate, node.ended = "held", ended
-        self.held.append(trajectory)
-        ranked = sorted(self.held, key=lambda t: -t.score)
-        for dropped in ranked[self.strategy.width :]:
-            self.held.remove(dropped)
-            await self.prune(dropped)
-
-    async def close(self, episode: Episode) -> None:
-        if id(episode) in self.open:
-            self.open.discard(id(episode))
-            await episode.close()
-
-    async def close_all(self) -> None:
-        """Closes every environment still open (after the verifier ran)."""
-        for key in list(self.open):
-            await self.close(self._episodes[key])
-
-    async def copy(self, trajectory: Trajectory) -> Trajectory | None:
-        """The trajectory again, in a fork of its environment (a resampled particle's
-        second copy); None when the fork failed (recorded on its node)."""
-        made = await self.fork(trajectory.episode)
-        if isinstance(made, str):
-            self._fail(trajectory, made)
-            return None
-        return dataclasses.replace(
-            trajectory, messages=list(trajectory.messages), episode=made, fork=self.fork_id(made)
-        )
-
-    def tree(self) -> list[TreeNode]:
-        return list(self.nodes.values())
+            if kind != "generator":
+                engine = metered_engine(engine, self.ledger, kind)
+            self._engines[(k, kind)] = engine
+        return self._engines[(k, kind)]
 
 
 def candidate_tokens(candidates: Sequence[Candidate]) -> int:

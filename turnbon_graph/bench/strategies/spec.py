@@ -23,6 +23,9 @@ from turnbon_graph.bench.strategies.names import (
     DEFAULT_AGREE,
     DEFAULT_HORIZON,
     DEFAULT_WIDTH,
+    MAX_HORIZON,
+    MAX_WIDTH,
+    BudgetUnit,
     StrategyName,
 )
 
@@ -36,25 +39,37 @@ class StrategySpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: StrategyName = "bon"
-    width: int | None = Field(default=None, ge=1)
+    width: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
     """Trajectories kept (beam) or particles (particle); None for the others."""
     value: str | None = None
     """The value model's LiteLLM model id; None: the generator's model. Used by beam,
     particle and lookahead."""
-    value_temperature: float = Field(default=1.0, gt=0)
-    """The softmax temperature of particle resampling (over scores 0-10)."""
-    horizon: int | None = Field(default=None, ge=1)
+    value_temperature: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    """The softmax temperature of particle resampling, over the scores normalised to
+    [0, 1] (a score of 10 is 1)."""
+    horizon: int | None = Field(default=None, ge=1, le=MAX_HORIZON)
     """lookahead: the turns each candidate's rollout continues at N=1; None for the others."""
     agree: float | None = Field(default=None, gt=0, le=1)
     """escalate: a turn whose candidates' agreement (the share of the most common action)
     is below this is sampled again with more effort; None for the others."""
-    token_budget: int | None = Field(default=None, gt=0)
-    """Prompt plus completion tokens an episode may spend on generator, selector and
-    value calls together; None: no bound."""
+    token_budget: int | float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """What an episode may spend on its generator, selector, value and rollout calls
+    together, in `budget_unit`; None: no bound."""
+    budget_unit: BudgetUnit = "tokens"
+    """What `token_budget` counts: prompt plus completion tokens, completion tokens
+    alone, or US dollars."""
 
     @model_validator(mode="after")
     def _fits_the_strategy(self) -> StrategySpec:
         name = self.name
+        budget = self.token_budget
+        if budget is not None and self.budget_unit != "usd" and budget != int(budget):
+            raise ValueError(
+                f"--token-budget {budget:g} counts {self.amount(budget).split(' ', 1)[1]}: "
+                "give a whole number, or --budget-unit usd for dollars"
+            )
+        if budget is not None and self.budget_unit != "usd":
+            object.__setattr__(self, "token_budget", int(budget))
         if self.width is not None and name not in DEFAULT_WIDTH:
             raise ValueError(
                 f"--width applies to beam and particle, not {name} (it keeps one trajectory): "
@@ -86,6 +101,21 @@ class StrategySpec(BaseModel):
     def searches(self) -> bool:
         """Whether episodes run through a search (every strategy but plain bon)."""
         return self.name != "bon" or self.token_budget is not None
+
+    @property
+    def budget_text(self) -> str:
+        """The budget as a setting's label shows it: `2000`, or `$0.05` in dollars."""
+        budget = self.token_budget
+        if budget is None:
+            return ""
+        return f"${budget:g}" if self.budget_unit == "usd" else str(int(budget))
+
+    def amount(self, value: float) -> str:
+        """An amount in the budget's unit, in words: `412 tokens`, `$0.0031`."""
+        if self.budget_unit == "usd":
+            return f"${value:.4g}"
+        unit = "completion tokens" if self.budget_unit == "completion" else "tokens"
+        return f"{value:.0f} {unit}"
 
     def label(self, n: int) -> str:
         """The setting's name in the run: `N=4` for bon, its parameters first for the

@@ -6,6 +6,7 @@ calls, its turn limit and follow-up user messages)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from turnbon_graph.bench.environment import Episode, TaskSpec
+from turnbon_graph.bench.strategies.budget import request_chars
+from turnbon_graph.bench.strategies.selection import Entry
+from turnbon_graph.openai.messages import to_openai_messages
 from turnbon_graph.selectors.base import Selection
 from turnbon_graph.turn.candidates import Candidate
 from turnbon_graph.turn.tool_errors import invalid_call_results, turns_since_human
@@ -32,11 +36,18 @@ class Trajectory:
     ended: str | None = None
     """How it ended ("final answer", "turn limit", "token budget"), or None while live."""
     turns: int = 0
+    copies: int = 1
+    """Particle filtering: the slots of the pool a finished particle fills (how often
+    the last resampling drew it)."""
 
     @property
     def score(self) -> float:
-        """Its value for ranking: an unscored trajectory ranks last."""
-        return -1.0 if self.value is None else self.value
+        """Its value for ranking: an unscored trajectory ranks below every scored one."""
+        return -math.inf if self.value is None else self.value
+
+    def entry(self) -> Entry:
+        """It as the selection rules see it."""
+        return Entry(self.value, self.ended is not None, self.copies)
 
 
 @dataclass
@@ -99,9 +110,7 @@ async def take_step(
 
 def step_size(child: Trajectory, parent: Trajectory) -> int:
     """Characters the step added (its action and observation), for the budget's estimates."""
-    from turnbon_graph.bench.strategies.budget import characters
-
-    return characters(child.messages[len(parent.messages) :])
+    return request_chars(to_openai_messages(child.messages[len(parent.messages) :]))
 
 
 def describe(message: AIMessage) -> tuple[str, list[str]]:

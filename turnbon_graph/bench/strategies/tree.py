@@ -13,8 +13,10 @@ the tokens it cost (its share of the generator call, and its value call), and it
               candidate it continues (its parent, or its parent's rollout), then thrown
               away; the rollout's last node has the score it led to
 
-An `escalate` node also has the agreement of the turn's first candidates and, when that
-was below `--agree`, how the turn was sampled again (`escalated`).
+A finished trajectory's last node (held, chosen, or pruned with `ended` set) is a leaf:
+the verifier judged it before its environment closed (`passed`). An `escalate` node also
+has the agreement of the turn's first candidates and, when that was below `--agree`, how
+the turn was sampled again (`escalated`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class TreeNode(BaseModel):
     copies: int | None = None
     """Particle filtering: how many particles the resampling drew from it."""
     ended: str | None = None
+    passed: bool | None = None
+    """A leaf's verdict (pass or not); None for a node that is no leaf, or a leaf the
+    verifier gave no verdict on."""
     error: str | None = None
     agreement: float | None = None
     """escalate: the agreement of the turn's first candidates (the share of the most

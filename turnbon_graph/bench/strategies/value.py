@@ -1,15 +1,17 @@
-"""The value model: a rubric prompt over a partial trajectory, answered with a score
-from 0 to 10, in the hardened form of the scoring selector (`selectors.scoring`): the
-same system-prompt frame, transcript rendering, answer schema, parsing and re-ask."""
+"""What scores a search's partial trajectories (`ValueFunction`), and the one that ships:
+the value model, a rubric prompt over a partial trajectory answered with a score from 0
+to 10, in the hardened form of the scoring selector (`selectors.scoring`): the same
+system-prompt frame, transcript rendering, answer schema, parsing and re-ask."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage
 
 from turnbon_graph._litellm.client import CompletionClient
+from turnbon_graph.bench.strategies.budget import request_chars
 from turnbon_graph.selectors.model_call import Asked, ModelCaller
 from turnbon_graph.selectors.prompting import (
     answer_section,
@@ -52,6 +54,27 @@ def is_value_request(messages: Sequence[Mapping[str, Any]]) -> bool:
     return first.get("role") == "system" and isinstance(content, str) and VALUE_SITUATION in content
 
 
+@runtime_checkable
+class ValueFunction(Protocol):
+    """What a search asks for the value of a partial trajectory: beam search keeps the
+    best, particle filtering draws by it, lookahead takes the best rollout's candidate."""
+
+    @property
+    def name(self) -> str:
+        """Who scores, as the report and the warnings name it (`value:<model>`)."""
+        ...
+
+    async def score(self, messages: Sequence[BaseMessage]) -> Asked[float]:
+        """The trajectory's score from 0 to 10, with what asking cost; a None value
+        with the `error` that says why (a failed call, an unusable answer)."""
+        ...
+
+    def request_size(self, messages: Sequence[BaseMessage]) -> int:
+        """Characters of the request that scores `messages` (0 if none is sent): the
+        token budget estimates a value call from it (`budget.request_chars`)."""
+        ...
+
+
 class ValueModel(ModelCaller):
     """Scores partial trajectories 0-10 by `rubric` (default `VALUE_RUBRIC`), one call
     each; an unusable answer is asked again once, then the score is None."""
@@ -71,6 +94,9 @@ class ValueModel(ModelCaller):
     @property
     def name(self) -> str:
         return f"value:{self.model}"
+
+    def request_size(self, messages: Sequence[BaseMessage]) -> int:
+        return request_chars(value_request(messages, self.rubric))
 
     async def score(self, messages: Sequence[BaseMessage]) -> Asked[float]:
         return await self.ask_json(

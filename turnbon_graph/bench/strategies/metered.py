@@ -1,0 +1,98 @@
+"""Every model call of a search goes through a `MeteredClient`: it counts the call on the
+episode's ledger by kind (generator, selector, value, rollout), teaches the run's
+estimates what it cost, and under a budget clamps its `max_tokens` to what its share of
+what is left affords (`budget.Ledger.allowance`), or refuses it when not even its prompt
+fits. `metered_engine` and `metered_selector` put one under a search's generator and
+selector; the value model is given one (`search_episode.value_model`)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from turnbon_graph._litellm.client import CallResult, CompletionClient
+from turnbon_graph.bench.strategies.budget import (
+    REFUSED,
+    BudgetRefused,
+    Kind,
+    Ledger,
+    request_chars,
+)
+from turnbon_graph.turn.engine import TurnEngine
+from turnbon_graph.turn.generator import CandidateGenerator
+
+MAX_TOKEN_KEYS = ("max_tokens", "max_completion_tokens")
+"""The settings that cap an answer's tokens; a clamp lowers whichever the call has."""
+
+
+class MeteredClient:
+    """A `CompletionClient` that keeps one kind of an episode's calls on its ledger."""
+
+    def __init__(self, inner: CompletionClient, ledger: Ledger, kind: Kind) -> None:
+        self.inner = inner
+        self.ledger = ledger
+        self.kind = kind
+
+    async def complete(self, **kwargs: Any) -> CallResult:
+        ledger, kind = self.ledger, self.kind
+        size = request_chars(kwargs.get("messages") or [], kwargs.get("tools"))
+        answers = int(kwargs.get("n") or 1)
+        if ledger.budget is None:
+            result = await self.inner.complete(**kwargs)
+        else:
+            prompt = ledger.estimate(kind, size, 0)
+            allowance = ledger.allowance(ledger.estimate(kind, size, answers))
+            try:
+                cap = ledger.max_tokens(kind, allowance - prompt, answers)
+                if cap < 1:
+                    ledger.refused += 1
+                    raise BudgetRefused(
+                        f"{REFUSED}: its prompt alone is estimated at {prompt:.6g} of the "
+                        f"{allowance:.6g} it may spend ({ledger.meter.unit})"
+                    )
+                clamp(kwargs, cap)
+                result = await self.inner.complete(**kwargs)
+            finally:
+                ledger.release(allowance)
+        ledger.add(kind, result.usage, size, answers)
+        return result
+
+
+def clamp(kwargs: dict[str, Any], cap: int) -> None:
+    """Lowers the call's own answer cap to `cap`, or sets `max_tokens` when it has none."""
+    given = [key for key in MAX_TOKEN_KEYS if kwargs.get(key)]
+    for key in given:
+        kwargs[key] = min(int(kwargs[key]), cap)
+    if not given:
+        kwargs["max_tokens"] = cap
+
+
+def metered_selector(selector: Any, ledger: Ledger) -> tuple[Any, bool]:
+    """A copy of `selector` calling through a metered client, and True; the selector
+    itself and False when it has no client of its own (it calls no model, or calls one
+    some other way: its spend is then read from the turn records)."""
+    client = getattr(selector, "client", None)
+    if client is None or not callable(getattr(client, "complete", None)):
+        return selector, False
+    metered = copy.copy(selector)
+    metered.client = MeteredClient(client, ledger, "selector")
+    return metered, True
+
+
+def metered_engine(
+    engine: TurnEngine, ledger: Ledger, kind: Kind, selector: Any | None = None
+) -> TurnEngine:
+    """`engine` with its generator's calls metered as `kind` (and `selector`, already
+    metered, in place of its own when given)."""
+    generator = engine.generator
+    assert isinstance(generator, CandidateGenerator)  # what TurnEngine.from_options builds
+    client: Any = generator.client
+    inner = client.inner if isinstance(client, MeteredClient) else client
+    metered = copy.copy(generator)
+    metered.client = MeteredClient(inner, ledger, kind)  # type: ignore[assignment]
+    return TurnEngine(
+        generator=metered,
+        selector=selector if selector is not None else engine.selector,
+        config=engine.config,
+        trace=engine.trace,
+    )
