@@ -26,11 +26,20 @@ MIN_STORAGE_MB = 16
 
 @dataclass(frozen=True)
 class ResourceBudget:
-    """One episode's budget (see the module)."""
+    """One episode's budget (see the module).
+
+    Raises:
+        ConfigurationError: `memory_mb` is under 64, `storage_mb` under 16, or `cpus`
+            not positive.
+    """
 
     memory_mb: int = DEFAULT_MEMORY_MB
+    """Megabytes of memory for every process of the episode together, page cache
+    included."""
     storage_mb: int = DEFAULT_STORAGE_MB
+    """Megabytes of everything the episode can write: work folder, /tmp, /var/tmp."""
     cpus: float = DEFAULT_CPUS
+    """CPU time share (may be fractional): a ceiling the kernel throttles to."""
 
     def __post_init__(self) -> None:
         if self.memory_mb < MIN_MEMORY_MB or self.storage_mb < MIN_STORAGE_MB:
@@ -42,4 +51,9 @@ class ResourceBudget:
             raise ConfigurationError(f"cpus must be positive, got {self.cpus}")
 
     def describe(self) -> str:
+        """The budget in words, for messages and reports.
+
+        Returns:
+            `"<memory> MB of memory, <storage> MB of storage, <cpus> CPU"`.
+        """
         return f"{self.memory_mb} MB of memory, {self.storage_mb} MB of storage, {self.cpus:g} CPU"

@@ -31,6 +31,7 @@ class Limits:
     """Address space of one process (RLIMIT_AS): generous, so runtimes that reserve
     virtual memory still start."""
     open_files: int = 4096
+    """Files one process may hold open (RLIMIT_NOFILE)."""
     tmpfs_bytes: int = 1 * GiB
     """Size of each of the bwrap sandbox's own /tmp, /var/tmp and /dev/shm."""
 
@@ -40,7 +41,17 @@ class Limits:
         see `turnbon_terminal.cgroups`).
 
         Everything is computed here, in the parent: the child (forked from a threaded
-        process) only makes the system calls."""
+        process) only makes the system calls.
+
+        Args:
+            limit_processes: set `processes` too (it holds only for a non-root user, or
+                per user namespace under bwrap).
+            joins: the episode's control groups' `cgroup.procs` file descriptors, which
+                the child writes itself into.
+
+        Returns:
+            The function to pass as `subprocess.Popen(preexec_fn=...)`.
+        """
         wanted = [
             (resource.RLIMIT_CPU, self.cpu_seconds),
             (resource.RLIMIT_FSIZE, self.file_bytes),

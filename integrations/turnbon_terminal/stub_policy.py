@@ -55,11 +55,29 @@ VALUE_DONE, VALUE_SOLVED, VALUE_LOOKING, VALUE_GAVE_UP = 10.0, 8.0, 3.0, 1.0
 class HasTerminalTasks(Protocol):
     """What holds terminal tasks, such as a `TerminalEnvironment`."""
 
-    def terminal_tasks(self) -> Sequence[TerminalTask]: ...
+    def terminal_tasks(self) -> Sequence[TerminalTask]:
+        """The tasks it holds.
+
+        Returns:
+            The tasks, with their folders (reference solutions included).
+        """
+        ...
 
 
 class StubPolicy:
-    """Callable responder for `StubServer.script(...)`; see the module docstring."""
+    """Callable responder for `StubServer.script(...)`; see the module docstring.
+
+    Args:
+        tasks: the tasks it recognises; one without a reference solution is left out.
+        p_solve: the share of draws that run the task's solution.
+        p_inspect: the share of draws that inspect (`ls -la`, `cat <file>`, ...); the
+            rest give up ("done" before the solution ran).
+        seed: seeds the draws.
+
+    Raises:
+        ValueError: `p_solve` and `p_inspect` are not probabilities summing to at
+            most 1.
+    """
 
     def __init__(
         self,
@@ -215,7 +233,21 @@ def stub_policy(
     seed: int = 0,
 ) -> Callable[[CapturedRequest], dict[str, Any]]:
     """A responder for `turnbon_graph.testing.StubServer.script(...)` playing generator
-    and selector on `tasks` (TerminalTasks, or a TerminalEnvironment's)."""
+    and selector on `tasks` (TerminalTasks, or a TerminalEnvironment's).
+
+    Args:
+        tasks: the tasks, or what holds them (a `TerminalEnvironment`).
+        p_solve: the share of draws that run the task's solution.
+        p_inspect: the share of draws that inspect; the rest give up.
+        seed: seeds the draws.
+
+    Returns:
+        The responder (a `StubPolicy`).
+
+    Raises:
+        ValueError: `p_solve` and `p_inspect` are not probabilities summing to at
+            most 1.
+    """
     items = tasks.terminal_tasks() if isinstance(tasks, HasTerminalTasks) else tasks
     return StubPolicy(items, p_solve=p_solve, p_inspect=p_inspect, seed=seed)
 

@@ -85,10 +85,15 @@ class TerminalTask:
     """A task as the runner sees it (`spec`) and the folder it came from."""
 
     spec: TaskSpec
+    """What the runner sees: id, instruction, time limits, ..."""
     folder: Path
+    """The task's folder (instruction.md, task.toml, environment/, tests/, solution/)."""
     setup_timeout_s: float = DEFAULT_SETUP_TIMEOUT_S
+    """Seconds the environment's set-up script may take."""
     verifier_env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables for the verifier (`[verifier.env]`)."""
     solution_env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables for the reference solution (`[solution.env]`)."""
     allow_internet: bool = False
     """`[environment] network_mode = "public"` or `allow_internet = true` (Terminal-Bench
     2's keys): the sandbox reaches the network; otherwise it has none (loopback only)."""
@@ -152,9 +157,21 @@ def load_tasks(
 ) -> list[TerminalTask]:
     """Every task folder in `path` (or `path` itself if it is one), sorted by id.
 
-    `None` loads the shipped suite. A task with a compose file raises
-    `DockerRequiredError`, or with `skip_docker=True` is left out with a
-    `DockerTaskSkipped` warning."""
+    Args:
+        path: a folder of task folders, or one task folder; None: the shipped suite.
+        skip_docker: leave out a task that needs Docker Compose, with a
+            `DockerTaskSkipped` warning, rather than raise.
+        note: appended to every instruction (what a model needs to know about this
+            environment).
+
+    Returns:
+        The tasks.
+
+    Raises:
+        TaskFormatError: `path` is not a folder, holds no task folder, or a task is
+            malformed (what is missing is named).
+        DockerRequiredError: a task has a compose file, without `skip_docker`.
+    """
     root = Path(path) if path is not None else SHIPPED_TASKS
     if not root.is_dir():
         raise TaskFormatError(f"{root} is not a directory: give a task folder or a folder of them")
@@ -184,7 +201,19 @@ def _is_task(path: Path) -> bool:
 
 
 def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
-    """One task folder; raises `TaskFormatError` saying what is missing or malformed."""
+    """One task folder.
+
+    Args:
+        folder: the task's folder (instruction.md, task.toml, tests/, ...).
+        note: appended to its instruction.
+
+    Returns:
+        The task.
+
+    Raises:
+        TaskFormatError: something is missing or malformed; the message says what.
+        DockerRequiredError: the task has a compose file.
+    """
     folder = Path(folder).resolve()
     config = _read_toml(folder / "task.toml")
     instruction = read_task_text(folder / "instruction.md").strip()
