@@ -36,23 +36,33 @@ class TaskSpec(BaseModel):
     """A task as the runner sees it."""
 
     id: str
+    """The task's name, unique in its environment."""
     instruction: str
+    """The first user message."""
     agent_timeout_s: float = 600.0
+    """Seconds the agent gets to finish (past them the episode ends as `time_limit`)."""
     verifier_timeout_s: float = 120.0
+    """Seconds the verification gets."""
     max_turns: int = 50
+    """Turns the agent gets after each user message."""
     difficulty: str | None = None
+    """The benchmark's difficulty label, if it gives one."""
     category: str | None = None
+    """The benchmark's category, if it gives one."""
     follow_ups: list[str] = Field(default_factory=list)
     """Further user messages, each sent when the agent ends its previous turn (multi-turn
     benchmarks such as BFCL); empty for a single instruction."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    """Anything else the environment keeps with the task (JSON values)."""
 
 
 class Verdict(BaseModel):
     """The verifier's answer: passed or not, with its output for the record."""
 
     passed: bool
+    """Whether the attempt passed."""
     output: str = ""
+    """What the verifier printed, for the record."""
     error: str | None = None
     """Set when the verifier itself could not run (it could not start the tests, its
     sandbox failed): an agent_error. How the tests end is the deliverable's doing, never
@@ -76,11 +86,23 @@ class Episode(Protocol):
     """One attempt at one task: the tools the agent acts with, then the verifier."""
 
     @property
-    def tools(self) -> Sequence[BaseTool]: ...
+    def tools(self) -> Sequence[BaseTool]:
+        """The tools the agent acts with in this episode."""
+        ...
 
-    async def verify(self) -> Verdict: ...
+    async def verify(self) -> Verdict:
+        """Runs the task's verifier on what the agent left.
 
-    async def close(self) -> None: ...
+        Returns:
+            Passed or not, with the verifier's output; `error` when the verifier
+                itself could not run.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Releases what the episode holds (sandbox, processes, files); called once,
+        however the episode ended."""
+        ...
 
 
 @runtime_checkable
@@ -89,7 +111,9 @@ class Budgeted(Protocol):
     ends it, as `resource_limit`, once `over_budget` says what it went over."""
 
     @property
-    def over_budget(self) -> str | None: ...
+    def over_budget(self) -> str | None:
+        """What the episode went over (memory, storage), or None while within it."""
+        ...
 
 
 @runtime_checkable
@@ -97,15 +121,45 @@ class Environment(Protocol):
     """A set of tasks and a way to start an isolated episode of each."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The environment's name, as `--env` takes it and the run folder records it."""
+        ...
 
-    def tasks(self) -> Sequence[TaskSpec]: ...
+    def tasks(self) -> Sequence[TaskSpec]:
+        """Its tasks.
 
-    async def start(self, task: TaskSpec, trial: int) -> Episode: ...
+        Returns:
+            Every task, in a stable order.
+        """
+        ...
+
+    async def start(self, task: TaskSpec, trial: int) -> Episode:
+        """Starts an isolated episode of `task`.
+
+        Args:
+            task: one of `tasks()`.
+            trial: which attempt at the task this is (0, 1, ...), for names and seeds.
+
+        Returns:
+            The episode, ready for the agent's first turn.
+        """
+        ...
 
 
 def chosen_tasks(environment: Environment, ids: Sequence[str] | None) -> list[TaskSpec]:
-    """The tasks of `environment` named by `ids` (each once, in their order); all without."""
+    """The tasks of `environment` named by `ids` (each once, in their order); all without.
+
+    Args:
+        environment: where the tasks come from.
+        ids: task ids; None or empty: every task.
+
+    Returns:
+        The tasks.
+
+    Raises:
+        ConfigurationError: an id names no task of `environment` (the available ones are
+            listed).
+    """
     available = {t.id: t for t in environment.tasks()}
     missing = [i for i in ids or () if i not in available]
     if missing:
