@@ -69,8 +69,14 @@ class RegisteredEnvironment:
     """An installed environment (`turnbon.environments` entry point `name`, built from
     `spec` and the environment flags `options`) that pickles as just those: each Ray
     worker loads it from the package installed on its own machine (the terminal
-    environment's tasks and sandbox are that machine's). `loaded`: the instance this
-    process already has, if any."""
+    environment's tasks and sandbox are that machine's).
+
+    Args:
+        name: the entry point's name (`--env`).
+        spec: what its factory builds it from (a tasks folder, say), if anything.
+        loaded: the instance this process already has, if any.
+        options: keyword arguments of its factory (the environment flags).
+    """
 
     def __init__(
         self,
@@ -84,6 +90,7 @@ class RegisteredEnvironment:
 
     @property
     def loaded(self) -> Environment:
+        """The environment, loaded on first use in this process."""
         if self._loaded is None:
             from turnbon_graph.bench.registry import load_environment
 
@@ -93,12 +100,27 @@ class RegisteredEnvironment:
 
     @property
     def name(self) -> str:
+        """The loaded environment's name."""
         return self.loaded.name
 
     def tasks(self) -> Sequence[TaskSpec]:
+        """The loaded environment's tasks.
+
+        Returns:
+            Every task.
+        """
         return self.loaded.tasks()
 
     async def start(self, task: TaskSpec, trial: int) -> Episode:
+        """An episode of the loaded environment.
+
+        Args:
+            task: one of `tasks()`.
+            trial: which attempt at the task this is.
+
+        Returns:
+            The episode.
+        """
         return await self.loaded.start(task, trial)
 
     def __getattr__(self, attribute: str) -> Any:

@@ -35,10 +35,25 @@ async def run_benchmark(
 ) -> list[EpisodeResult]:
     """Runs what the run folder does not have yet; returns every episode result of the run.
 
-    `ray`: None runs the episodes here, on this event loop; a Ray address ("local" starts
-    a Ray instance on this machine's cores, "auto" or "host:port" joins a cluster) or a
-    `RayOptions` runs them on Ray workers (`turnbon_graph.bench.ray_runner`), into the
-    same run folder."""
+    Args:
+        environment: where the tasks and their episodes come from.
+        config: the run: model, settings (N and selectors, or strategies), trials,
+            concurrency.
+        run_dir: the run folder; a rerun with the same arguments resumes it.
+        tasks: task ids to run; None: every task of `environment`.
+        progress: show a progress bar.
+        ray: None runs the episodes here, on this event loop; a Ray address ("local"
+            starts a Ray instance on this machine's cores, "auto" or "host:port" joins a
+            cluster) or a `RayOptions` runs them on Ray workers
+            (`turnbon_graph.bench.ray_runner`), into the same run folder.
+
+    Returns:
+        Every episode result of the run, those of earlier runs into the folder included.
+
+    Raises:
+        ConfigurationError: a task id is unknown, the folder holds a run with other
+            settings, or `ray` is asked for without Ray installed.
+    """
     if ray is None:
         return await run_locally(environment, config, run_dir, tasks=tasks, progress=progress)
     from turnbon_graph.bench.ray_runner import run_on_ray  # Ray only when a run asks for it
