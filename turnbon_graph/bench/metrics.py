@@ -29,20 +29,52 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of k attempts drawn from n (c of them correct)
-    passes: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
+    passes: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021).
+
+    Args:
+        n: attempts made.
+        c: attempts that passed.
+        k: attempts drawn.
+
+    Returns:
+        The probability, 0 to 1.
+
+    Raises:
+        ValueError: not 0 <= c <= n, or not 1 <= k <= n.
+    """
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
 def consistency_at_k(n: int, c: int, k: int) -> float:
-    """Probability that all k attempts drawn from n pass: C(c, k) / C(n, k)."""
+    """Probability that all k attempts drawn from n pass: C(c, k) / C(n, k).
+
+    Args:
+        n: attempts made.
+        c: attempts that passed.
+        k: attempts drawn.
+
+    Returns:
+        The probability, 0 to 1.
+
+    Raises:
+        ValueError: not 0 <= c <= n, or not 1 <= k <= n.
+    """
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
     return comb(c, k) / comb(n, k)
 
 
 def by_setting(results: Iterable[EpisodeResult]) -> dict[str, list[EpisodeResult]]:
+    """The results grouped by setting (`N=4`, ...), in the order settings first appear.
+
+    Args:
+        results: episode results of any settings.
+
+    Returns:
+        Each setting's results.
+    """
     grouped: dict[str, list[EpisodeResult]] = defaultdict(list)
     for result in results:
         grouped[result.setting].append(result)
@@ -50,13 +82,28 @@ def by_setting(results: Iterable[EpisodeResult]) -> dict[str, list[EpisodeResult
 
 
 def tampered(results: Iterable[EpisodeResult]) -> tuple[int, int]:
-    """(attempts with tamper evidence, of them passed)."""
+    """How many attempts the verifier found tamper evidence in, and how many of those
+    passed.
+
+    Args:
+        results: episode results, of one setting or several.
+
+    Returns:
+        (attempts with tamper evidence, of them passed).
+    """
     flagged = [r for r in results if r.tamper]
     return len(flagged), sum(r.passed for r in flagged)
 
 
 def per_task(results: Iterable[EpisodeResult]) -> dict[str, tuple[int, int]]:
-    """(attempts, passes) per task."""
+    """(attempts, passes) per task.
+
+    Args:
+        results: episode results, of one setting or several.
+
+    Returns:
+        Each task's attempts and passes.
+    """
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for result in results:
         counts[result.task][0] += 1
@@ -67,7 +114,15 @@ def per_task(results: Iterable[EpisodeResult]) -> dict[str, tuple[int, int]]:
 def curve(
     results: Iterable[EpisodeResult], metric: Callable[[int, int, int], float]
 ) -> dict[int, float]:
-    """The metric averaged over tasks for every k up to the smallest trial count."""
+    """The metric averaged over tasks for every k up to the smallest trial count.
+
+    Args:
+        results: one setting's episode results.
+        metric: `(n, c, k) -> value`, such as `pass_at_k`.
+
+    Returns:
+        The average per k (1, 2, ...); empty without results.
+    """
     tasks = per_task(results)
     if not tasks:
         return {}
@@ -78,22 +133,51 @@ def curve(
 
 
 def pass_at_k_curve(results: Iterable[EpisodeResult]) -> dict[int, float]:
-    """pass@k averaged over tasks; pass@1 is the mean pass rate over trials."""
+    """pass@k averaged over tasks; pass@1 is the mean pass rate over trials.
+
+    Args:
+        results: one setting's episode results.
+
+    Returns:
+        pass@k per k.
+    """
     return curve(results, pass_at_k)
 
 
 def consistency_curve(results: Iterable[EpisodeResult]) -> dict[int, float]:
-    """Share of tasks solved in all k of the trials (expected over k-subsets)."""
+    """Share of tasks solved in all k of the trials (expected over k-subsets).
+
+    Args:
+        results: one setting's episode results.
+
+    Returns:
+        The share per k.
+    """
     return curve(results, consistency_at_k)
 
 
 def outcome_shares(results: Sequence[EpisodeResult]) -> dict[Outcome, float]:
+    """How the attempts ended (the paper's Table 2).
+
+    Args:
+        results: one setting's episode results.
+
+    Returns:
+        The share of attempts per outcome, every outcome listed (0 without results).
+    """
     total = len(results)
     return {o: (sum(r.outcome == o for r in results) / total if total else 0.0) for o in OUTCOMES}
 
 
 def turns_to_solve(results: Iterable[EpisodeResult]) -> dict[str, float]:
-    """Turns per task, averaged over its passing trials (tasks never solved are left out)."""
+    """Turns per task, averaged over its passing trials (tasks never solved are left out).
+
+    Args:
+        results: one setting's episode results.
+
+    Returns:
+        The average turns per solved task.
+    """
     turns: dict[str, list[int]] = defaultdict(list)
     for result in results:
         if result.passed:
@@ -103,7 +187,14 @@ def turns_to_solve(results: Iterable[EpisodeResult]) -> dict[str, float]:
 
 def episode_tokens(result: EpisodeResult) -> int:
     """Prompt plus completion tokens of every call of the episode: generator, selector,
-    value and rollout (for rows written before `tokens`, from their usage)."""
+    value and rollout (for rows written before `tokens`, from their usage).
+
+    Args:
+        result: one episode's result.
+
+    Returns:
+        The tokens.
+    """
     if result.tokens is not None:
         return result.tokens
     usage = result.usage.generator.total_tokens + result.usage.selector.total_tokens
@@ -111,7 +202,14 @@ def episode_tokens(result: EpisodeResult) -> int:
 
 
 def usages(result: EpisodeResult) -> list[Usage]:
-    """Every kind of call's usage of an episode: generator, selector, value, rollout."""
+    """Every kind of call's usage of an episode: generator, selector, value, rollout.
+
+    Args:
+        result: one episode's result.
+
+    Returns:
+        The usages it has (value and rollout only where the episode made such calls).
+    """
     found = [result.usage.generator, result.usage.selector]
     search = result.search
     return found + [u for u in (result.value_usage, search.rollout if search else None) if u]
@@ -121,10 +219,15 @@ class CostRow(BaseModel):
     """One row of the paper's Table 1 (per-attempt averages)."""
 
     setting: str
+    """The setting (`N=4`, ...)."""
     attempts: int
+    """Its attempts."""
     average_turns: float
+    """Turns per attempt."""
     generator_tokens: float
+    """The candidates' output tokens per attempt."""
     selector_tokens: float
+    """The selector's output tokens per attempt."""
     value_tokens: float = 0.0
     """A search's value calls (output tokens); 0 without a value model."""
     rollout_tokens: float = 0.0
@@ -134,6 +237,7 @@ class CostRow(BaseModel):
 
     @property
     def output_tokens(self) -> float:
+        """Output tokens of every call per attempt."""
         return (
             self.generator_tokens + self.selector_tokens + self.value_tokens + self.rollout_tokens
         )
@@ -144,7 +248,15 @@ def cost_table(results: Iterable[EpisodeResult], baseline: str = "N=1") -> list[
 
     Like the paper, tokens are output (completion) tokens: all N candidates for the
     generator, every selector call for the selector, and a search's value and rollout
-    calls, which its total counts as the strategies' comparison does."""
+    calls, which its total counts as the strategies' comparison does.
+
+    Args:
+        results: episode results of every setting.
+        baseline: the setting the totals are relative to.
+
+    Returns:
+        One row per setting, by N.
+    """
     groups = by_setting(results)
 
     def output(rs: list[EpisodeResult]) -> CostRow:
@@ -200,10 +312,12 @@ class Exploration(BaseModel):
     """Headroom capture (realised - mu) / (oracle - mu), averaged over the episodes where
     it is defined (some leaf passed and some failed)."""
     h_episodes: int = 0
+    """Episodes `h` is averaged over."""
     rho_v: float | None = None
     """Spearman between the leaves' values and their verdicts, over every scored and
     verified leaf of the setting; None with fewer than two, or no spread on a side."""
     rho_pairs: int = 0
+    """(value, verdict) pairs `rho_v` is computed over."""
     verify_s: float | None = None
     """Mean verifier seconds per episode spent on its leaves other than the chosen one."""
 
@@ -211,7 +325,14 @@ class Exploration(BaseModel):
 def leaves_of(result: EpisodeResult) -> list[Leaf] | None:
     """The episode's leaves: a search's as recorded; a plain bon attempt's one trajectory,
     when the verifier judged it; None when unknown (a search row written before leaves
-    were recorded)."""
+    were recorded).
+
+    Args:
+        result: one episode's result.
+
+    Returns:
+        The leaves, an empty list for an attempt the verifier did not judge, or None.
+    """
     if result.search is not None:
         return result.search.leaves
     if result.strategy is not None and result.strategy.searches:
@@ -222,8 +343,14 @@ def leaves_of(result: EpisodeResult) -> list[Leaf] | None:
 
 
 def exploration(results: Iterable[EpisodeResult]) -> Exploration | None:
-    """The split over `results` (one setting's episodes); None when none of them
-    recorded its leaves."""
+    """The split over `results` (one setting's episodes).
+
+    Args:
+        results: one setting's episode results.
+
+    Returns:
+        The split, or None when none of them recorded its leaves.
+    """
     known = [(r, leaves) for r in results if (leaves := leaves_of(r)) is not None]
     if not known:
         return None
@@ -266,9 +393,13 @@ class BootstrapResult(BaseModel):
     """The mean of per-task differences, its confidence interval and a two-sided p-value."""
 
     tasks: int
+    """Tasks resampled."""
     difference: float
+    """The mean of the per-task differences."""
     ci_low: float
+    """The confidence interval's lower end."""
     ci_high: float
+    """The confidence interval's upper end."""
     p_value: float
     """Two-sided: twice the smaller share of resampled means on either side of 0."""
 
@@ -281,7 +412,20 @@ def bootstrap_differences(
     confidence: float = 0.95,
 ) -> BootstrapResult:
     """Paired bootstrap over tasks: `differences` holds one value per task (setting B
-    minus setting A, or observed minus expected); tasks are resampled with replacement."""
+    minus setting A, or observed minus expected); tasks are resampled with replacement.
+
+    Args:
+        differences: one value per task.
+        resamples: bootstrap resamples.
+        seed: seeds the resampling.
+        confidence: the confidence interval's level.
+
+    Returns:
+        The mean difference, its interval and p-value.
+
+    Raises:
+        ValueError: no differences, or `resamples` below 1.
+    """
     if not differences:
         raise ValueError("no per-task differences to resample: nothing to pair")
     if resamples < 1:
@@ -306,7 +450,9 @@ class PairedComparison(BootstrapResult):
     """Setting B minus setting A in mean pass rate, paired by task, with a bootstrap."""
 
     a: str
+    """Setting A's name."""
     b: str
+    """Setting B's name."""
 
 
 def paired_bootstrap(
@@ -318,7 +464,21 @@ def paired_bootstrap(
     confidence: float = 0.95,
 ) -> PairedComparison:
     """Resample tasks (shared by both settings) with replacement; each task contributes
-    its mean pass rate over trials in each setting."""
+    its mean pass rate over trials in each setting.
+
+    Args:
+        a: setting A's episode results.
+        b: setting B's episode results.
+        resamples: bootstrap resamples.
+        seed: seeds the resampling.
+        confidence: the confidence interval's level.
+
+    Returns:
+        B minus A in mean pass rate, with its interval and p-value.
+
+    Raises:
+        ValueError: the settings share no task.
+    """
     a_list, b_list = list(a), list(b)
     rate_a = {t: c / n for t, (n, c) in per_task(a_list).items()}
     rate_b = {t: c / n for t, (n, c) in per_task(b_list).items()}
