@@ -24,6 +24,10 @@ class BFCLEnvironment:
         category: the BFCL test category; only `multi_turn_base` is supported.
         ids: entry ids to keep (`multi_turn_base_0`, ...), in BFCL's order; None for all.
         limit: keep at most this many (after `ids`).
+
+    Raises:
+        ConfigurationError: the category is not supported, `limit` is below 1, or an id
+            is unknown.
     """
 
     name = "bfcl"
@@ -61,13 +65,42 @@ class BFCLEnvironment:
         self._tasks = [task_spec(e, category, steps) for e in entries]
 
     def tasks(self) -> Sequence[TaskSpec]:
+        """The kept entries as tasks: the first user turn the instruction, the others
+        follow-ups.
+
+        Returns:
+            The tasks, in BFCL's order.
+        """
         return list(self._tasks)
 
     def ground_truth(self, task_id: str) -> list[list[str]]:
-        """BFCL's ground-truth calls for a task, per user turn."""
+        """BFCL's ground-truth calls for a task, per user turn.
+
+        Args:
+            task_id: one of the kept entries' ids.
+
+        Returns:
+            The calls, as BFCL writes them (`cd(folder='documents')`), per user turn (a
+                copy).
+
+        Raises:
+            ConfigurationError: the id is not one of this environment's tasks.
+        """
         return copy.deepcopy(self._ground_truth[self._known(task_id)])
 
     async def start(self, task: TaskSpec, trial: int) -> BFCLEpisode:
+        """An episode of `task` on fresh backends.
+
+        Args:
+            task: one of `tasks()`.
+            trial: which attempt at the task this is.
+
+        Returns:
+            The episode, its backends in the entry's initial state.
+
+        Raises:
+            ConfigurationError: the task is not one of this environment's.
+        """
         # A deep copy per episode: nothing an episode or BFCL does can reach another.
         entry = copy.deepcopy(self._entries[self._known(task.id)])
         return BFCLEpisode(entry, self.ground_truth(task.id), self.category)
@@ -79,7 +112,18 @@ class BFCLEnvironment:
         ground_truth: Mapping[str, list[list[str]]] | None = None,
     ) -> GroundTruthReplay:
         """A `StubServer` responder that replays the ground truth of these tasks (or the
-        calls given per task id in `ground_truth`), for `turnbon bench --model stub`."""
+        calls given per task id in `ground_truth`), for `turnbon bench --model stub`.
+
+        Args:
+            calls_per_step: calls per model reply; None: a user turn's calls in one reply.
+            ground_truth: calls to replay instead, per task id, per user turn.
+
+        Returns:
+            The responder.
+
+        Raises:
+            ConfigurationError: `calls_per_step` is below 1.
+        """
         scripts: dict[str, ReplayScript] = {}
         for task_id, entry in self._entries.items():
             turns = (ground_truth or {}).get(task_id, self._ground_truth[task_id])
