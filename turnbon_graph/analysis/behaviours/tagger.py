@@ -30,15 +30,24 @@ class Executed(NamedTuple):
     """One earlier turn's executed command and its exit code (None: unknown)."""
 
     command: str
+    """The command line."""
     exit_code: int | None
+    """Its exit code; None when unknown."""
 
 
 def tag_command(command: str, history: Sequence[tuple[str, int | None]] | None = None) -> set[str]:
     """The behaviours (names from `TAGS`) that the shell command line `command` shows.
 
-    `history` holds the earlier turns' executed commands and exit codes, oldest first
-    (plain tuples or `Executed`); it decides `tests_last_edit` and `loops`. Never raises:
-    a line that does not parse is tagged from a best-effort word split."""
+    Never raises: a line that does not parse is tagged from a best-effort word split.
+
+    Args:
+        command: the shell command line.
+        history: the earlier turns' executed commands and exit codes, oldest first
+            (plain tuples or `Executed`); it decides `tests_last_edit` and `loops`.
+
+    Returns:
+        The behaviours' names.
+    """
     history = list(history or [])
     facts = line_facts(command)
     tags: set[str] = set()
@@ -69,7 +78,14 @@ def declares_complete(text: str) -> bool:
     task (the work, everything) is complete / done / finished / solved, that the agent
     completed the task, or that nothing more is needed, with no negation in that sentence
     ("not", "n't", "cannot", "unable", "incomplete"). Conservative: a summary of what was
-    done that never says the task is complete does not count."""
+    done that never says the task is complete does not count.
+
+    Args:
+        text: the action's text.
+
+    Returns:
+        Whether it declares the task complete.
+    """
     if _OPENS_DONE.match(text) and not NEGATION.search(_SENTENCE_END.split(text, 1)[0]):
         return True
     return any(

@@ -42,19 +42,33 @@ class Rubric(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    """The rubric's name (letters, digits, `_`, `.`, `-`): what the verdicts and a later
+    file's entries refer to."""
     title: str = Field(min_length=1)
+    """The row label in the tables."""
     question: str = Field(min_length=1)
     """The definition the judge receives."""
     applies_to: AppliesTo = "all"
     """Which attempts are judged: "all", or "passed" only (reward hacking)."""
     source: str = "user"
+    """Where it comes from (the paper's table, or "user")."""
     note: str = ""
+    """Why it is here, for readers; the judge does not see it."""
     enabled: bool = True
+    """False drops it (in a later file: drops the entry of that id)."""
     verifier_evidence: bool = False
     """Show the judge the verifier's tamper evidence on the attempt with this question
     (`EpisodeResult.tamper`; reward hacking)."""
 
     def applies(self, trajectory: Trajectory) -> bool:
+        """Whether the judge is asked this question about `trajectory`.
+
+        Args:
+            trajectory: one attempt.
+
+        Returns:
+            True for "all", or for a passed attempt with "passed".
+        """
         return self.applies_to == "all" or trajectory.result.passed
 
 
@@ -70,8 +84,19 @@ def load_rubrics(
     `extra` (YAML files or `Rubric`s) applied in order: an entry whose id exists replaces
     only the fields it gives, a new id is added at the end, `enabled: false` drops one.
 
-    A file holds `rubrics: [...]` (or just the list). Raises `RubricError` naming the file
-    and the entry when a file cannot be read or an entry is invalid."""
+    A file holds `rubrics: [...]` (or just the list).
+
+    Args:
+        path: a YAML rubric file; None: the shipped `rubrics.yaml`.
+        extra: YAML files or `Rubric`s applied after it, in order.
+
+    Returns:
+        The enabled rubrics.
+
+    Raises:
+        RubricError: a file cannot be read or an entry is invalid (the file and the
+            entry are named).
+    """
     base = _shipped_rubrics() if path is None else _read_rubric_file(Path(path))
     merged: dict[str, dict[str, Any]] = {}
     _merge(merged, base, where=str(path) if path is not None else f"shipped {RUBRICS_FILE}")

@@ -45,24 +45,34 @@ class JudgeVerdict(BaseModel):
     """The judge's verdict on one rubric for one attempt."""
 
     setting: str
+    """The attempt's setting."""
     task: str
+    """The attempt's task."""
     trial: int
+    """The attempt's trial."""
     rubric: str
+    """The rubric's id."""
     answer: Answer
     """yes or no as the judge answered; unknown: no valid answer after the retries, or the
     call failed (see `error`)."""
     evidence: str = ""
+    """What the agent did, citing turns as "turn N"."""
     turns: list[int] = Field(default_factory=list)
+    """The turn numbers the evidence cites."""
     attempts: int = 0
     """Questions asked (the first and each re-ask after an invalid answer)."""
     error: str | None = None
+    """Why the answer is unknown (the call failed, or no valid answer came)."""
     usage: Usage = Field(default_factory=Usage)
+    """What the judge's calls cost."""
     model: str = ""
+    """The judge's model."""
     raw_answer: str | None = None
     """The last answer text when it could not be used (answer "unknown")."""
 
     @property
     def key(self) -> tuple[str, str, int, str]:
+        """(setting, task, trial, rubric): one verdict per key."""
         return (self.setting, self.task, self.trial, self.rubric)
 
 
@@ -109,7 +119,15 @@ def _verdicts_path(run: str | Path, path: str | Path | None) -> Path:
 
 def read_verdicts(run: str | Path, *, path: str | Path | None = None) -> list[JudgeVerdict]:
     """The verdicts of a run folder (`RUN/judge.jsonl`, or `path`), the last one per
-    (setting, task, trial, rubric); a torn last line from a kill is skipped."""
+    (setting, task, trial, rubric); a torn last line from a kill is skipped.
+
+    Args:
+        run: the run folder.
+        path: the verdicts file, instead of `RUN/judge.jsonl`.
+
+    Returns:
+        The verdicts; none when there is no file.
+    """
     lines = read_lines(_verdicts_path(run, path), JudgeVerdict)
     return list({verdict.key: verdict for verdict in lines}.values())
 
@@ -140,9 +158,33 @@ async def judge_run(
     already there are kept and not asked again (`retry_unknown=True` asks the unknown
     ones again). `instructions` maps task ids to their instruction text, shown to the
     judge where known. Episodes without turns are not judged (there is nothing to cite).
-    `response_format`: True sends a strict JSON-schema `response_format`, False never,
-    None where LiteLLM says the model supports one. `max_concurrency` caps judge calls in
-    flight; a given `client` applies its own limits as well."""
+
+    Args:
+        run: the run folder.
+        model: the judge's LiteLLM model id.
+        rubrics: the questions; None: `load_rubrics()`.
+        instructions: task ids to their instruction text, shown to the judge where known.
+        settings: judge only these settings; None: all.
+        completion_kwargs: settings for the judge's calls.
+        client: the client its calls go through, with its own limits.
+        max_concurrency: judge calls in flight at most.
+        progress: show a progress bar.
+        response_format: True sends a strict JSON-schema `response_format`, False never,
+            None where LiteLLM says the model supports one.
+        max_invalid_retries: how often an invalid answer is asked about again.
+        retry_unknown: ask the verdicts already "unknown" again.
+        max_output_chars: cap on one turn's output in the request (head and tail kept).
+        max_action_chars: cap on one turn's action or message in the request.
+        path: the verdicts file, instead of `RUN/judge.jsonl`.
+
+    Returns:
+        The verdicts of that scope, old and new.
+
+    Raises:
+        ConfigurationError: an option is out of range, rubric ids repeat, the model id
+            or its settings are refused, or the verdicts file holds another judge
+            model's verdicts.
+    """
     judge = ModelCaller(
         "judge_run",
         model,

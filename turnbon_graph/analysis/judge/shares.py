@@ -21,25 +21,35 @@ class FlaggedShare(BaseModel):
     setting, and the difference from the baseline."""
 
     rubric: str
+    """The rubric's id."""
     title: str
+    """The rubric's title."""
     applies_to: AppliesTo
+    """Which attempts it judges: "all", or "passed" only."""
     setting: str
+    """The setting (`N=4`, ...)."""
     judged: int
     """Trajectories with a yes or no verdict (for "passed" rubrics: passing attempts)."""
     flagged: int
+    """Judged trajectories the judge answered "yes" for."""
     unknown: int
     """Trajectories without a usable verdict; not in `judged`."""
     share: float | None
     """flagged / judged, or None when nothing was judged."""
     baseline: str
+    """The setting compared with."""
     baseline_share: float | None = None
+    """The baseline's own share (flagged / judged); None when nothing was judged there."""
     tasks: int = 0
     """Tasks judged in both this setting and the baseline (the bootstrap's units)."""
     difference: float | None = None
     """Mean over those tasks of (share here - share in the baseline); None for the baseline."""
     ci_low: float | None = None
+    """The difference's confidence interval, lower end."""
     ci_high: float | None = None
+    """The difference's confidence interval, upper end."""
     p_value: float | None = None
+    """The difference's two-sided bootstrap p-value."""
 
 
 def _setting_key(setting: str, baseline: str) -> tuple[bool, float, str]:
@@ -63,8 +73,19 @@ def flagged_shares(
 
     A "passed" rubric (reward hacking) is judged on passing attempts only, so its share
     is of passing attempts (Table 7), and only tasks with a judged passing attempt in
-    both settings are paired. `rubrics` (default: the shipped ones) gives the order and
-    titles; rubrics it does not know come after, by id."""
+    both settings are paired.
+
+    Args:
+        verdicts: the judge's verdicts (`read_verdicts`).
+        baseline: the setting the others are compared with.
+        rubrics: the order and titles (default: the shipped ones); rubrics it does not
+            know come after, by id.
+        resamples: bootstrap resamples.
+        seed: seeds the resampling.
+
+    Returns:
+        One row per rubric and setting.
+    """
     known = {r.id: r for r in (rubrics if rubrics is not None else load_rubrics())}
     # rubric -> setting -> task -> [yes, no, unknown]
     counts: dict[str, dict[str, dict[str, list[int]]]] = defaultdict(
