@@ -1,12 +1,13 @@
-"""The search strategies side by side at matched compute, offline: the worked example of
+"""The search strategies side by side at matched spend, offline: the worked example of
 docs/strategies.md, regenerated.
 
 One `turnbon bench` run on the terminal tasks' stub policy (`--model stub --value
-stub`: no key, no network) of every strategy at two token budgets, into one run folder,
-then `turnbon report` on it; prints the report's "Strategies at matched compute" table
-with the date, the command and the machine (and writes it to `--out`). The stub's
-numbers say what each strategy does with a budget on scripted tasks, not how a real
-model would fare.
+stub`: no key, no network) of bon, beam search and particle filtering at two token
+budgets, six tasks by two trials, into one run folder, then `turnbon report` on it;
+prints the report's "Strategies at matched compute" tables (the comparison, the
+exploration/exploitation split and the spend) with the date, the command and the
+machine (and writes them to `--out`). The stub's numbers say what each strategy does
+with a budget on scripted tasks, not how a real model would fare.
 
     python benchmarks/strategies.py
     python benchmarks/strategies.py --out docs/figures/strategies.md --keep runs/strategies
@@ -29,9 +30,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from turnbon_graph.bench.report_strategies import SECTION
 from turnbon_graph.cli.main import main as turnbon
 
-STRATEGIES = ["bon", "beam", "particle", "lookahead", "escalate"]
-BUDGETS = ["800", "3000"]
-TASKS = ["largest-file", "greet-script"]
+STRATEGIES = ["bon", "beam", "particle"]
+BUDGETS = ["2000", "8000"]
+TASKS = ["largest-file", "greet-script", "sales-total", "word-frequency", "active-emails"]
+TASKS += ["csv-to-json"]
+TABLES = (f"## {SECTION}", "### Exploration and exploitation", "### Spend", "By kind, per episode")
+"""Where each table printed starts: the first table after each."""
 
 
 def machine() -> str:
@@ -43,9 +47,9 @@ def machine() -> str:
     )
 
 
-def section_table(report: str) -> str:
-    """The section's first table, as Markdown."""
-    lines = report[report.index(f"## {SECTION}") :].splitlines()
+def table_after(report: str, title: str) -> str:
+    """The first table after `title`, as Markdown."""
+    lines = report[report.index(title) :].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| "))
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     return "\n".join(lines[start:end])
@@ -53,7 +57,7 @@ def section_table(report: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=1, help="trials per task and setting")
+    parser.add_argument("--trials", type=int, default=2, help="trials per task and setting")
     parser.add_argument("--out", type=Path, help="also write the table (Markdown) here")
     parser.add_argument("--keep", type=Path, help="the run folder (default: a temporary one)")
     args = parser.parse_args()
@@ -61,7 +65,7 @@ def main() -> int:
     run = args.keep or Path(temporary.name) / "run"
     command = [
         *("bench", "--env", "terminal", "--model", "stub", "--value", "stub"),
-        *("--strategy", *STRATEGIES, "-n", "2", "--token-budget", *BUDGETS),
+        *("--strategy", *STRATEGIES, "-n", "3", "--token-budget", *BUDGETS),
         *("--task", *TASKS, "--trials", str(args.trials), "--concurrency", "2"),
     ]
     started = time.monotonic()
@@ -73,7 +77,8 @@ def main() -> int:
     elapsed = time.monotonic() - started
     if turnbon(["report", str(run)]) != 0:
         return 1
-    table = section_table((run / "report" / "report.md").read_text(encoding="utf-8"))
+    report = (run / "report" / "report.md").read_text(encoding="utf-8")
+    tables = "\n\n".join(table_after(report, title) for title in TABLES)
     text = "\n".join(
         [
             f"`python benchmarks/strategies.py`, {datetime.now(UTC):%Y-%m-%d}, {machine()}; "
@@ -84,7 +89,7 @@ def main() -> int:
             "turnbon report runs/strategies",
             "```",
             "",
-            table,
+            tables,
             "",
         ]
     )
