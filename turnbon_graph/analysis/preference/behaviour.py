@@ -80,13 +80,17 @@ class BehaviourPreference(BaseModel):
     paired bootstrap over tasks of the gap."""
 
     setting: str
+    """The setting."""
     n: int
+    """Its N (candidates per turn)."""
     behaviour: str
+    """The behaviour (one of the tagger's)."""
     turns: int
     """Counted turns (across tasks and trials) the shares are over."""
     informative_turns: int
     """Counted turns whose candidates disagree on this behaviour (the others add 0)."""
     tasks: int
+    """Tasks with counted turns (the bootstrap's units)."""
     picked_share: float
     """Share of counted turns whose pick shows the behaviour (the solid line)."""
     chance_share: float
@@ -97,10 +101,13 @@ class BehaviourPreference(BaseModel):
     """The bootstrapped statistic: the mean over tasks of each task's mean per-turn gap,
     so each task counts once however long its episodes are."""
     ci_low: float
+    """task_gap's confidence interval, lower end."""
     ci_high: float
+    """task_gap's confidence interval, upper end."""
     p_value: float
     """Two-sided paired-bootstrap p-value of task_gap against 0."""
     resamples: int
+    """Bootstrap resamples."""
     synthesized_turns: int
     """Turns of this setting left out because a selector wrote the executed action."""
     rule_turns: int
@@ -109,6 +116,11 @@ class BehaviourPreference(BaseModel):
     """Turns left out because the selector rejected the first batch and a fresh one ran."""
 
     def to_row(self) -> dict[str, Any]:
+        """A flat dict, for a table or a CSV row.
+
+        Returns:
+            Every field by name.
+        """
         return self.model_dump()
 
 
@@ -123,8 +135,20 @@ def behaviour_preference(
     """Figure 4: per setting with N>1 (by N, then name) and per behaviour (in the
     tagger's order), the selector's picked share against the chance share.
 
-    Raises ValueError when no setting has N>1 or none of their turns counts (see
-    `preference.turns` for which turns count)."""
+    Args:
+        trajectories: the run's attempts (`load_trajectories`).
+        tagger: the behaviour tagger; None: the package's (`default_tagger`).
+        resamples: bootstrap resamples.
+        seed: seeds the resampling.
+        confidence: the confidence interval's level.
+
+    Returns:
+        One row per setting and behaviour.
+
+    Raises:
+        ValueError: no setting has N>1, or none of their turns counts (see
+            `preference.turns` for which turns count).
+    """
     trajectories = list(trajectories)
     tagger = tagger or default_tagger()
 

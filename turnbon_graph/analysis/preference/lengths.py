@@ -53,18 +53,25 @@ class LengthComparison(BaseModel):
     the unpicked candidates and the baseline's executed action, with two bootstraps."""
 
     setting: str
+    """The setting."""
     n: int
+    """Its N (candidates per turn)."""
     metric: LengthMetric
+    """The measure: "reasoning_tokens" or "command_chars"."""
     turns: int
     """Counted turns of this setting; `picked` is their mean."""
     tasks: int
+    """Tasks with counted turns."""
     picked: float
+    """Mean per turn of the picked candidate's measure."""
     unpicked_turns: int
     """Counted turns with at least one unpicked ok candidate; `unpicked` is their mean."""
     unpicked: float | None
     """Mean over those turns of the mean over the turn's unpicked candidates."""
     baseline_setting: str
+    """The setting compared with (`N=1`)."""
     baseline_turns: int
+    """The baseline's counted turns."""
     baseline: float | None
     """Mean per turn of the baseline's executed action, None without a baseline."""
     vs_unpicked: BootstrapResult | None
@@ -72,12 +79,20 @@ class LengthComparison(BaseModel):
     vs_baseline: BootstrapResult | None
     """Per task, picked mean minus baseline mean, over the tasks both settings ran."""
     resamples: int
+    """Bootstrap resamples."""
     synthesized_turns: int
+    """Turns left out because a selector wrote the executed action."""
     rule_turns: int
+    """Turns left out because a fallback or early commit, not the selector, picked."""
     resampled_turns: int
+    """Turns left out because the selector rejected the first batch and a fresh one ran."""
 
     def to_row(self) -> dict[str, Any]:
-        """A flat dict: the two comparisons as `vs_unpicked_*` and `vs_baseline_*`."""
+        """A flat dict: the two comparisons as `vs_unpicked_*` and `vs_baseline_*`.
+
+        Returns:
+            Every field by name, the comparisons' fields prefixed (None without one).
+        """
         row = self.model_dump(exclude={"vs_unpicked", "vs_baseline"})
         for name in ("vs_unpicked", "vs_baseline"):
             test: BootstrapResult | None = getattr(self, name)
@@ -98,7 +113,20 @@ def length_comparison(
     tokens, command characters), picked vs unpicked vs the `baseline` setting.
 
     Without the baseline setting in `trajectories`, its fields and comparison are None.
-    Raises ValueError when no setting has N>1 or none of their turns counts."""
+
+    Args:
+        trajectories: the run's attempts (`load_trajectories`).
+        baseline: the setting compared with.
+        resamples: bootstrap resamples.
+        seed: seeds the resampling.
+        confidence: the confidence interval's level.
+
+    Returns:
+        One row per setting and measure.
+
+    Raises:
+        ValueError: no setting has N>1, or none of their turns counts.
+    """
     trajectories = list(trajectories)
     multi = {s: data for s, data in setting_order(trajectories, None).items() if data.pools}
     if not multi:
