@@ -47,6 +47,7 @@ class TurnView:
     number: int
     """1-based position of the turn in its episode."""
     record: TurnRecord
+    """The turn's record: every candidate, the pick."""
     observation: str | None
     """The tool output the chosen action produced (several calls joined), or None."""
 
@@ -57,6 +58,7 @@ class TurnView:
 
     @property
     def chosen(self) -> CandidateRecord:
+        """The picked candidate."""
         return self.record.candidates[self.record.selected_index]
 
     @property
@@ -68,10 +70,12 @@ class TurnView:
 
     @property
     def chosen_command(self) -> str | None:
+        """The executed shell command line, or None for an action with no shell call."""
         return command_of(self.chosen_tool_calls)
 
     @property
     def exit_code(self) -> int | None:
+        """The executed command's exit code, or None when the output does not show it."""
         return None if self.observation is None else exit_code_of(self.observation)
 
 
@@ -80,18 +84,29 @@ class Trajectory:
     """One episode of a run: its result and its turns in order."""
 
     result: EpisodeResult
+    """The episode's result, as the run folder keeps it."""
     turns: list[TurnView]
+    """Its turns, in order."""
 
     @property
     def setting(self) -> str:
+        """The episode's setting."""
         return self.result.setting
 
     @property
     def task(self) -> str:
+        """The episode's task."""
         return self.result.task
 
     def history(self, before: int) -> list[tuple[str, int | None]]:
-        """(command, exit code) of the executed shell commands of turns 1 .. before-1."""
+        """(command, exit code) of the executed shell commands of turns 1 .. before-1.
+
+        Args:
+            before: a turn's number (1-based).
+
+        Returns:
+            The commands, oldest first (turns without a shell call left out).
+        """
         return [
             (command, turn.exit_code)
             for turn in self.turns[: before - 1]
@@ -108,7 +123,18 @@ def _observation(line: Mapping[str, Any]) -> str | None:
 
 def load_trajectories(run: str | Path, settings: Iterable[str] | None = None) -> list[Trajectory]:
     """Every finished episode of the run folder `run` (optionally only some settings),
-    ordered by setting, task and trial."""
+    ordered by setting, task and trial.
+
+    Args:
+        run: the run folder.
+        settings: only these settings; None: all.
+
+    Returns:
+        The trajectories.
+
+    Raises:
+        FileNotFoundError: there is no folder at `run`.
+    """
     run = Path(run)
     if not run.is_dir():
         raise FileNotFoundError(f"no run folder at {run} (run `turnbon bench` to make one)")
