@@ -36,6 +36,7 @@ class RolloutBudget(BaseModel):
     """No new rollout starts once the rollouts spent this many tokens (rollouts in
     flight finish, so the total can pass it by what they spend)."""
     seed: int = 0
+    """Seeds which turns `sample_turns` draws (with the task and trial)."""
     skip_unanimous: bool = True
     """Do not branch where every candidate proposes the same action: h and rho_v are
     undefined there, and the rollouts would only measure the state's value."""
@@ -49,7 +50,15 @@ class RolloutBudget(BaseModel):
         return self
 
     def chosen_turns(self, task: TaskSpec, trial: int) -> set[int] | None:
-        """The turns to branch at in this episode; None means every turn."""
+        """The turns to branch at in this episode.
+
+        Args:
+            task: the episode's task (its `max_turns` is the default horizon).
+            trial: the episode's trial (the draw is seeded per episode).
+
+        Returns:
+            1-based turn numbers; None means every turn.
+        """
         if self.turns is not None:
             return set(self.turns)
         if self.sample_turns is None:
@@ -66,10 +75,19 @@ class Spend:
     caps hold for a whole run rather than each episode."""
 
     rollouts: int = 0
+    """Rollouts started."""
     tokens: int = 0
+    """Tokens the finished rollouts spent."""
 
     def exhausted(self, budget: RolloutBudget) -> str | None:
-        """Why no new rollout may start, or None."""
+        """Why no new rollout may start, or None.
+
+        Args:
+            budget: the caps (`max_rollouts`, `max_tokens`).
+
+        Returns:
+            Which cap is spent, or None.
+        """
         if budget.max_rollouts is not None and self.rollouts >= budget.max_rollouts:
             return f"rollout budget spent ({self.rollouts} of {budget.max_rollouts})"
         if budget.max_tokens is not None and self.tokens >= budget.max_tokens:
@@ -80,16 +98,36 @@ class Spend:
     # process, and a Ray actor behind a `LedgerOnRay` for workers that share one.
 
     async def check(self, budget: RolloutBudget) -> str | None:
+        """`exhausted`, as the `Ledger` side.
+
+        Args:
+            budget: the caps.
+
+        Returns:
+            Which cap is spent, or None.
+        """
         return self.exhausted(budget)
 
     async def start(self, budget: RolloutBudget) -> str | None:
-        """Counts one more rollout started, or says why none may start."""
+        """Counts one more rollout started, or says why none may start.
+
+        Args:
+            budget: the caps.
+
+        Returns:
+            None when the rollout was counted, else which cap is spent.
+        """
         reason = self.exhausted(budget)
         if reason is None:
             self.rollouts += 1
         return reason
 
     async def spent(self, tokens: int) -> None:
+        """Adds tokens a finished rollout spent.
+
+        Args:
+            tokens: its tokens.
+        """
         self.tokens += tokens
 
 
@@ -138,11 +176,23 @@ class UsageProfile(BaseModel):
     tokens_per_turn: float = Field(ge=0)
     """Tokens of one continuation turn (one generator call with n=1)."""
     usd_per_token: float | None = None
+    """US dollars per token, where LiteLLM priced the calls; None otherwise."""
 
     @classmethod
     def from_records(cls, records: Sequence[TurnRecord], episodes: int = 1) -> UsageProfile:
         """From the turn records of `episodes` episodes (a recorded run, or the episode
-        so far): tokens per generator call, turns per episode."""
+        so far): tokens per generator call, turns per episode.
+
+        Args:
+            records: the turn records.
+            episodes: how many episodes they come from.
+
+        Returns:
+            The profile.
+
+        Raises:
+            ValueError: no record, or `episodes` below 1.
+        """
         if not records or episodes < 1:
             raise ValueError("need at least one turn record of at least one episode")
         calls = sum(r.usage.generator.calls for r in records)
@@ -159,7 +209,19 @@ class UsageProfile(BaseModel):
 
     @classmethod
     def from_run(cls, run: str | Path, settings: Iterable[str] | None = None) -> UsageProfile:
-        """From a run folder's recorded episodes (optionally only some settings)."""
+        """From a run folder's recorded episodes (optionally only some settings).
+
+        Args:
+            run: the run folder.
+            settings: only these settings; None: all.
+
+        Returns:
+            The profile.
+
+        Raises:
+            FileNotFoundError: there is no folder at `run`.
+            ValueError: the folder holds no recorded turn.
+        """
         from turnbon_graph.analysis.trajectories import load_trajectories
 
         trajectories = [t for t in load_trajectories(run, settings) if t.turns]
@@ -194,7 +256,17 @@ def estimate_cost(
 ) -> CostEstimate:
     """An upper estimate: every sampled turn branched, every candidate a distinct action.
     A rollout from turn t of a T-turn episode runs about T - t more turns (at least 1).
-    `max_turns`: the tasks' limit, the default range of `sample_turns`."""
+
+    Args:
+        budget: the turns to branch at, rollouts per candidate and the caps.
+        n: candidates per turn.
+        profile: what a turn costs and how long episodes run.
+        episodes: episodes the run branches.
+        max_turns: the tasks' limit, the default range of `sample_turns`.
+
+    Returns:
+        The rollouts and tokens at most, and which caps bound them.
+    """
     length = max(round(profile.episode_turns), 1)
     if budget.turns is not None:
         sampled = [t for t in budget.turns if t <= length]
@@ -232,7 +304,14 @@ def estimate_cost(
 
 
 def format_plan(estimate: CostEstimate) -> str:
-    """The estimate as the lines a CLI prints before starting."""
+    """The estimate as the lines a CLI prints before starting.
+
+    Args:
+        estimate: what `estimate_cost` returned.
+
+    Returns:
+        The lines, joined.
+    """
     e = estimate
     lines = [
         f"Branch rollouts: {e.episodes} episode(s) x {e.turns_per_episode:g} turn(s) x "

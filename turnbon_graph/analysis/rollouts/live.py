@@ -38,7 +38,11 @@ class ForkableEpisode(Episode, Protocol):
 
     async def fork(self) -> Episode:
         """A new episode of the same task and verifier whose state (working directory)
-        is a copy of this one's; independent from then on, closed by the caller."""
+        is a copy of this one's; independent from then on, closed by the caller.
+
+        Returns:
+            The copy.
+        """
         ...
 
 
@@ -74,9 +78,28 @@ async def branch_rollouts(
     execute that action, continue with `continuation` (default: `continuation_engine`)
     to the end, including any follow-up user messages, and are verified and closed.
     Up to `concurrency` rollouts run at once. The main episode then continues with its
-    own selector, so its pick (and scores) are measured against the values. `spend`:
-    what the budget's caps count against, a `Spend` shared with other episodes (or a
-    `Ledger` shared with other processes); default: this episode's own.
+    own selector, so its pick (and scores) are measured against the values.
+
+    Args:
+        environment: where the episode comes from; its episodes must fork
+            (`ForkableEpisode`).
+        engine: the main episode's engine (its generator and selector).
+        task: the task.
+        trial: the trial.
+        budget: which turns to branch at and the caps; None: every turn, R=1.
+        continuation: the policy the rollouts continue with; None:
+            `continuation_engine(engine)`.
+        concurrency: rollouts running at once.
+        spend: what the budget's caps count against, a `Spend` shared with other
+            episodes (or a `Ledger` shared with other processes); None: this episode's
+            own.
+
+    Returns:
+        The episode's report: its outcome and every branched turn.
+
+    Raises:
+        ConfigurationError: `concurrency` is below 1, or the environment's episodes
+            cannot be forked.
     """
     from turnbon_graph.errors import ConfigurationError
 

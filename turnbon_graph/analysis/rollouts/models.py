@@ -140,31 +140,48 @@ class RolloutReport(BaseModel):
     """One episode's branch rollouts: the main episode's outcome and the branched turns."""
 
     environment: str
+    """The environment's name."""
     task: str
+    """The task's id."""
     trial: int
+    """The trial."""
     selector: str
+    """The main episode's selector."""
     n: int
+    """Candidates per turn of the main episode."""
     continuation: str
+    """The continuation policy: its model(s), n and selector."""
     budget: RolloutBudget
+    """The turns branched at and the caps."""
     outcome: RolloutOutcome
     """How the main episode (its own selector's picks) ended."""
     error: str | None = None
+    """Why the main episode failed, if it did."""
     main_turns: int = 0
+    """Turns the main episode ran."""
     turns: list[BranchTurn] = Field(default_factory=list)
+    """The branched turns, with their candidates' rollouts."""
     skipped_turns: list[SkippedTurn] = Field(default_factory=list)
+    """Turns chosen for branching but not branched, and why."""
     tokens: int = 0
     """Tokens the rollouts of this episode spent."""
     duration_s: float = 0.0
+    """Seconds the episode and its rollouts took."""
     worker: Worker | None = None
     """The process that ran the episode and its rollouts (a Ray worker's with `--ray`;
     None in reports written before the field)."""
 
     @property
     def summary(self) -> RolloutSummary:
+        """The aggregates over its branched turns."""
         return summarise(self.turns)
 
     def to_rows(self) -> list[dict[str, Any]]:
-        """One row per branched turn, for a DataFrame."""
+        """One row per branched turn, for a DataFrame.
+
+        Returns:
+            The rows: the episode's keys, the turn's oracle, realised, mu, h and rho_v.
+        """
         return [
             {
                 "environment": self.environment,
@@ -188,7 +205,11 @@ class RolloutReport(BaseModel):
         ]
 
     def candidate_rows(self) -> list[dict[str, Any]]:
-        """One row per candidate of every branched turn, for a DataFrame."""
+        """One row per candidate of every branched turn, for a DataFrame.
+
+        Returns:
+            The rows: selector and n, then each candidate's fields.
+        """
         return [
             {"selector": self.selector, "n": self.n, **row}
             for t in self.turns
@@ -200,7 +221,15 @@ class RolloutReport(BaseModel):
 
 
 def write_report(run: str | Path, report: RolloutReport) -> Path:
-    """Appends the report to RUN/rollouts.jsonl; returns the file's path."""
+    """Appends the report to RUN/rollouts.jsonl.
+
+    Args:
+        run: the run folder.
+        report: one episode's report.
+
+    Returns:
+        The file's path.
+    """
     from turnbon_graph.bench.runs import append_line
 
     path = Path(run) / ROLLOUTS_FILE
@@ -209,7 +238,14 @@ def write_report(run: str | Path, report: RolloutReport) -> Path:
 
 
 def read_reports(run: str | Path) -> list[RolloutReport]:
-    """Every report in RUN/rollouts.jsonl (a torn last line, from a kill, is skipped)."""
+    """Every report in RUN/rollouts.jsonl (a torn last line, from a kill, is skipped).
+
+    Args:
+        run: the run folder.
+
+    Returns:
+        The reports, in the order they were written.
+    """
     from turnbon_graph.bench.runs import read_lines
 
     return read_lines(Path(run) / ROLLOUTS_FILE, RolloutReport)
@@ -242,7 +278,14 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 
 def summarise(turns: Iterable[BranchTurn]) -> RolloutSummary:
-    """The aggregates over branched turns (of one episode or many)."""
+    """The aggregates over branched turns (of one episode or many).
+
+    Args:
+        turns: branched turns.
+
+    Returns:
+        Their counts and means (h, rho_v), over the complete ones.
+    """
     turns = list(turns)
     complete = [t for t in turns if t.complete]
     per_turn_rho = [t.rho_v for t in complete if t.rho_v is not None]
