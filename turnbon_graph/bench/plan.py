@@ -42,10 +42,15 @@ class BenchConfig:
     """What to run: the model and its options, the settings to compare, the repetitions."""
 
     model: str
+    """The LiteLLM model id the episodes' candidates come from."""
     n_values: list[int] = field(default_factory=lambda: [1, 4])
+    """The Ns to compare: each a setting (`N=1` is the plain agent)."""
     selector: str | Selector | None = None
+    """The selector of every N>1 setting, as the `selector` option takes it."""
     trials: int = 1
+    """Attempts per task and setting."""
     concurrency: int = 4
+    """Episodes running at once."""
     engine_options: dict[str, Any] = field(default_factory=dict)
     """Further `TurnEngine.from_options` keywords (completion_kwargs, timeout, ...)."""
     redo_errors: bool = False
