@@ -91,7 +91,11 @@ $(JS_CLIENTS)/node_modules/.package-lock.json: $(JS_CLIENTS)/package.json $(JS_C
 	cd $(JS_CLIENTS) && npm ci --no-audit --no-fund --loglevel=error
 
 # CI runs the local-model tests too, so the test set-up includes the local extra.
+# The container tests (Terminal-Bench 2 task folders under Podman) need setup-podman; where
+# it cannot install (not root, no apt-get) they skip, and this says why.
 setup-test: $(BIN)/python setup-bwrap setup-js-clients
+	@$(MAKE) -s --no-print-directory setup-podman \
+		|| echo "Podman is not set up: the container tests skip (make setup-podman says why)"
 	@# headless Chromium opens report.html in tests/integration_tests/test_report_html.py
 	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then apt-get update -qq && apt-get install -y -qq chromium; fi
 	@# every extra: test_wheel.py installs the wheel's [all] from what is here

@@ -3,7 +3,10 @@
 `TerminalEnvironment` implements `turnbon_graph.bench.environment.Environment`: each episode
 gets a fresh working directory in a bubblewrap sandbox of its own (and a uid of its own
 when run as root), a `shell` tool and a pytest verifier run in a fresh sandbox, within
-the budget its task declares (`ResourceBudget`: memory, storage, CPUs).
+the budget its task declares (`ResourceBudget`: memory, storage, CPUs). A task with an
+image (a Dockerfile or `docker_image`, Terminal-Bench 2's) runs in a container of it
+instead (`ContainerEpisode`, Podman or Docker), judged by the reward its `tests/test.sh`
+writes.
 `load_tasks` reads task folders; the shipped suite is the default. `stub_policy` scripts
 the loopback stub server to play an oracle-ish model.
 """
@@ -11,8 +14,11 @@ the loopback stub server to play an oracle-ish model.
 from __future__ import annotations
 
 from turnbon_terminal.budget import ResourceBudget
+from turnbon_terminal.container import DEFAULT_IMAGE
+from turnbon_terminal.container_episode import ContainerEpisode
 from turnbon_terminal.enforcement import BudgetNotEnforcedWarning
-from turnbon_terminal.environment import TerminalEnvironment, TerminalEpisode, environment
+from turnbon_terminal.engine import ContainerError
+from turnbon_terminal.environment import TerminalEnvironment, environment
 from turnbon_terminal.errors import (
     DockerRequiredError,
     SandboxError,
@@ -21,6 +27,7 @@ from turnbon_terminal.errors import (
     TaskFormatError,
     TerminalError,
 )
+from turnbon_terminal.host_episode import TerminalEpisode
 from turnbon_terminal.limits import Limits
 from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxSettings
 from turnbon_terminal.shell_tool import ShellTool
@@ -32,14 +39,20 @@ from turnbon_terminal.tasks import (
     load_task,
     load_tasks,
 )
+from turnbon_terminal.tb2 import ContainerSpec, NetworkModeWarning
 
 __all__ = [
+    "DEFAULT_IMAGE",
     "SHIPPED_TASKS",
     "BudgetNotEnforcedWarning",
     "CommandResult",
+    "ContainerEpisode",
+    "ContainerError",
+    "ContainerSpec",
     "DockerRequiredError",
     "DockerTaskSkipped",
     "Limits",
+    "NetworkModeWarning",
     "ResourceBudget",
     "Sandbox",
     "SandboxError",

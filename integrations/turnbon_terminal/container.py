@@ -37,7 +37,7 @@ from turnbon_terminal.budget import ResourceBudget
 from turnbon_terminal.cgroups import EpisodeCgroup
 from turnbon_terminal.engine import ContainerError, Engine
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.images import EpisodeImage, episode_image
+from turnbon_terminal.images import EpisodeImage, episode_image, keep_images_by_default
 from turnbon_terminal.output import CappedOutput, Pump
 from turnbon_terminal.owners import OWNER_FILE, OWNER_LABEL, current_owner, sweep
 from turnbon_terminal.result import CommandResult
@@ -47,6 +47,9 @@ from turnbon_terminal.volumes import StorageSupport, is_full, storage_volume
 from turnbon_terminal.workroot import default_work_root, private_dir
 
 VERIFIER_LOGS = "/logs/verifier"
+DEFAULT_IMAGE = "localhost/turnbon-bookworm:latest"
+"""The image of tasks that name none (`sandbox="container"`): Debian 12 with bash, tmux
+and python3, built offline by `make setup-podman` (scripts/base_image.sh)."""
 CONTAINER_PIDS = 4096
 """Processes a container may hold (Podman's default is 2048, Docker's unbounded)."""
 LIFETIME_MARGIN_S = 900.0
@@ -82,13 +85,14 @@ class ContainerHost:
         settings: SandboxSettings,
         *,
         engine: str | None = None,
-        keep_images: bool = False,
+        keep_images: bool | None = None,
         work_root: Path | None = None,
     ) -> None:
         self.settings = settings
         self.engine = Engine.find(engine)
-        self.keep_images = keep_images
-        self.folders = (work_root or settings.work_root or default_work_root()) / "containers"
+        self.keep_images = keep_images_by_default() if keep_images is None else keep_images
+        self.work_root = work_root or settings.work_root or default_work_root()
+        self.folders = self.work_root / "containers"
         self.storage = StorageSupport.detect(settings.enforce_budgets)
         self._swept = False
 
@@ -381,6 +385,10 @@ class Container:
     async def copy_in(self, source: Path, target: str) -> None:
         """Copies the host folder `source` into the container as `target`."""
         await self.engine.call("cp", f"{source}/.", f"{self.name}:{target}")
+
+    async def copy_tar(self, archive: bytes, target: str) -> None:
+        """Unpacks the tar `archive` into the container's folder `target`."""
+        await self.engine.call("cp", "-", f"{self.name}:{target}", stdin=archive)
 
     async def copy_out(self, source: str, target: Path) -> None:
         """Copies the container's folder `source` to the new host folder `target`."""

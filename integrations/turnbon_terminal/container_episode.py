@@ -7,12 +7,20 @@ old reward files are removed, the task's `tests/` is copied to `/tests`, and
 the image's user, with `[verifier] env`, within `[verifier] timeout_sec`
 (`timeout -s KILL` inside the container). Its exit code is ignored: the reward file is
 the verdict (`turnbon_terminal.reward`).
+
+A task made for the host sandbox (no image, pytest tests) runs in a container too when
+asked (`sandbox="container"`): in the environment's default image, with its
+`environment/` files copied into the working directory and its setup.sh run there first;
+its tests are then run as TB2's test.sh scripts run theirs: pytest (a copy of this
+machine's, put on PYTHONPATH) over /tests, reward 1 when it exits 0, else 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import tarfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,23 +31,37 @@ from turnbon_graph.bench.environment import Verdict
 from turnbon_graph.errors import ConfigurationError, ResourceLimitError
 from turnbon_terminal.container import VERIFIER_LOGS, Container
 from turnbon_terminal.engine import ContainerError
-from turnbon_terminal.errors import SandboxError
+from turnbon_terminal.errors import SandboxError, SetupScriptError
+from turnbon_terminal.pytest_site import pytest_site
 from turnbon_terminal.result import CommandResult
 from turnbon_terminal.reward import REWARD_JSON, REWARD_TEXT, TEST_OUTPUT, reward_verdict
+from turnbon_terminal.settings import verifier_limit
 from turnbon_terminal.shell_tool import ShellTool
-from turnbon_terminal.tasks import TerminalTask
+from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, read_task_text
 from turnbon_terminal.tb2 import TEST_SCRIPT
 
 TESTS = "/tests"
 SOLUTION = "/solution"
-VERIFIER_MARGIN_S = 2.0
-"""The verifier's own limit ends this much before the runner's (as in the host sandbox)."""
+PYTEST_SITE = "/opt/turnbon-pytest"
+"""Where a host task's verifier finds pytest in the container (a copy of this machine's)."""
+PYTEST_SCRIPT = (
+    f"python3 -m pytest -q --tb=short --color=no -p no:cacheprovider --rootdir {TESTS} {TESTS}"
+    f"; if [ $? -eq 0 ]; then echo 1 > {VERIFIER_LOGS}/{REWARD_TEXT}; "
+    f"else echo 0 > {VERIFIER_LOGS}/{REWARD_TEXT}; fi"
+)
+"""A host task's pytest tests, run as TB2's test.sh scripts run theirs."""
 STEP_LIMIT_S = 60.0
 """The time limit of each of the verifier's own steps (removing, copying, chmod)."""
 
 
 class ContainerEpisode:
-    """One attempt at one task, in a container of its own."""
+    """One attempt at one task, in a container of its own (`TerminalEnvironment.start`
+    makes it for a task with an image).
+
+    Args:
+        task: The task.
+        container: Its started container, which the episode owns from now on.
+    """
 
     def __init__(self, task: TerminalTask, container: Container) -> None:
         self.task = task
@@ -48,6 +70,7 @@ class ContainerEpisode:
 
     @property
     def tools(self) -> Sequence[BaseTool]:
+        """The agent's tools: `shell`, run in the container."""
         return self._tools
 
     @property
@@ -56,19 +79,40 @@ class ContainerEpisode:
         return f"{self.container.workdir} of the container {self.container.name}"
 
     async def export_workdir(self, target: Path) -> list[str]:
-        """Copies the working directory out of the container to the new folder
-        `target` (`turnbon run --keep-workdir`); returns what the copy lacks (nothing:
-        the engine copies every file as it is)."""
+        """Copies the working directory out of the container (`turnbon run
+        --keep-workdir`).
+
+        Args:
+            target: A new folder on this machine.
+
+        Returns:
+            What the copy lacks: nothing, the engine copies every file as it is.
+        """
         await self.container.copy_out(self.container.workdir, target)
         return []
 
     async def run(self, command: str, *, time_limit: float | None = None) -> CommandResult:
-        """A command as the agent would run it (for tests, scripts and oracles)."""
+        """A command as the agent would run it (for tests, scripts and oracles).
+
+        Args:
+            command: A bash command line, run with `bash -c` in the working directory.
+            time_limit: Seconds before it is killed (default: the command timeout).
+
+        Returns:
+            What it printed and how it ended.
+        """
         return await self.container.run(command, time_limit=time_limit)
 
     async def run_solution(self) -> CommandResult:
         """The task's solution, as Harbor's oracle runs it: solution/ copied to
-        /solution, then /solution/solve.sh run in the working directory."""
+        /solution, then /solution/solve.sh run in the working directory.
+
+        Returns:
+            What solve.sh printed and how it ended.
+
+        Raises:
+            ConfigurationError: The task has no solution/solve.sh.
+        """
         if self.task.solution_script is None:
             raise ConfigurationError(f"task {self.task.id} has no solution/solve.sh")
         await self.container.copy_in(self.task.solution_script.parent, SOLUTION)
@@ -84,18 +128,24 @@ class ContainerEpisode:
         return self.container.over_budget
 
     async def verify(self) -> Verdict:
-        """Runs tests/test.sh and reads its reward; raises `ResourceLimitError` instead
-        when the episode went over its budget before."""
+        """Runs the task's tests/test.sh and reads the reward it wrote.
+
+        Returns:
+            The verdict: PASS for a reward of 1 or more, with the reward and the end of
+            test.sh's output; an error when no reward came.
+
+        Raises:
+            ResourceLimitError: The episode went over its budget before the tests.
+        """
         if over := await self.container.check_budget():
             raise ResourceLimitError(f"the episode went over its budget: {over}")
-        if not self.task.has_test_script:
+        if not self.task.has_verifier:
             return Verdict(
                 passed=False,
-                error=f"task {self.task.id} has no tests/{TEST_SCRIPT}: a container task is "
-                "verified by its test.sh, which writes /logs/verifier/reward.txt",
+                error=f"task {self.task.id} has no verifier (tests/{TEST_SCRIPT}): nothing "
+                "to check",
             )
-        limit = self.task.spec.verifier_timeout_s
-        limit = max(limit - min(VERIFIER_MARGIN_S, limit / 10), 0.5)
+        limit = verifier_limit(self.task.spec.verifier_timeout_s)
         deadline = time.monotonic() + limit
         try:
             result = await self._run_tests(deadline)
@@ -114,11 +164,28 @@ class ContainerEpisode:
             verdict = verdict.model_copy(update={"passed": False, "reason": reason})
         return verdict
 
+    async def prepare(self) -> None:
+        """A host task's start in its container: its environment/ files copied into the
+        working directory (setup.sh left out), then its setup.sh run there."""
+        files = await asyncio.to_thread(_environment_tar, self.task)
+        if files is not None:
+            await self.container.copy_tar(files, self.container.workdir)
+        script = self.task.setup_script
+        if script is not None:
+            result = await self.container.run(
+                read_task_text(script), time_limit=self.task.setup_timeout_s
+            )
+            if not result.ok:
+                raise SetupScriptError(
+                    f"setup.sh of task {self.task.id} failed, so the episode cannot start; "
+                    f"fix the script (its output ends: {result.render()[-1500:]})"
+                )
+
     async def _run_tests(self, deadline: float) -> CommandResult:
         logs = self.container.verifier_logs
         old = [f"{VERIFIER_LOGS}/{name}" for name in (REWARD_JSON, REWARD_TEXT, TEST_OUTPUT)]
         cleared = await self.container.execute(
-            ["rm", "-rf", "--", TESTS, *old], time_limit=STEP_LIMIT_S
+            ["rm", "-rf", "--", TESTS, PYTEST_SITE, *old], time_limit=STEP_LIMIT_S
         )
         for name in (REWARD_JSON, REWARD_TEXT, TEST_OUTPUT):
             with contextlib.suppress(FileNotFoundError):
@@ -126,16 +193,33 @@ class ContainerEpisode:
         if not cleared.ok:
             raise ContainerError(f"could not remove the old /tests: {cleared.render()[-500:]}")
         await self.container.copy_in(self.task.tests_dir, TESTS)
-        await self.container.execute(["chmod", "+x", f"{TESTS}/{TEST_SCRIPT}"], time_limit=60)
+        env = dict(self.task.verifier_env)
+        if self.task.has_test_script:
+            script = f"{TESTS}/{TEST_SCRIPT}"
+            await self.container.execute(["chmod", "+x", script], time_limit=STEP_LIMIT_S)
+        else:
+            site = await asyncio.to_thread(pytest_site, self.container.host.work_root)
+            await self.container.copy_in(site, PYTEST_SITE)
+            script = PYTEST_SCRIPT
+            env |= {
+                "PYTHONPATH": PYTEST_SITE,
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+            }
         left = max(deadline - time.monotonic(), 1.0)
-        command = f"({TESTS}/{TEST_SCRIPT}) > {VERIFIER_LOGS}/{TEST_OUTPUT} 2>&1"
-        return await self.container.execute(
-            ["bash", "-c", command], time_limit=left, env=self.task.verifier_env
-        )
+        command = f"({script}) > {VERIFIER_LOGS}/{TEST_OUTPUT} 2>&1"
+        return await self.container.execute(["bash", "-c", command], time_limit=left, env=env)
 
     async def fork(self) -> ContainerEpisode:
-        """Not available for container tasks yet: search strategies that fork
-        (beam, particle, lookahead) need the host sandbox."""
+        """Not available for container tasks yet: the search strategies that fork
+        (beam, particle, lookahead) need the host sandbox.
+
+        Returns:
+            Never: it raises.
+
+        Raises:
+            SandboxError: Always, saying so.
+        """
         raise SandboxError(
             f"forking an episode is not supported for container tasks yet (task "
             f"{self.task.id} runs in a container): use --strategy bon with it, or a task "
@@ -145,3 +229,25 @@ class ContainerEpisode:
     async def close(self) -> None:
         """Removes the container, its volume and the image built for it."""
         await self.container.close()
+
+
+def _environment_tar(task: TerminalTask) -> bytes | None:
+    """The task's environment/ files as a tar archive, setup.sh left out, owned by root;
+    None when there are none (blocking). An inline task's environment is a link to the
+    user's folder: followed."""
+    buffer = io.BytesIO()
+    source = task.environment_dir.resolve()
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    entries = sorted(source.iterdir()) if source.is_dir() else []
+    entries = [entry for entry in entries if entry.name != SETUP_SCRIPT]
+    if not entries:
+        return None
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for entry in entries:
+            archive.add(entry, arcname=entry.name, filter=owned)
+    return buffer.getvalue()

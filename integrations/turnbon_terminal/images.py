@@ -4,7 +4,7 @@
 A built image is named after the hash of its build context (every file's path, mode
 and content), `localhost/turnbon-task-<hash>`. By default each episode builds its own
 tag and removes it when it ends (the engine's build cache spares the steps whose layers
-it still holds); with `keep_images=True` the image is
+it still holds); with `keep_images=True` (or `TURNBON_KEEP_IMAGES=1`) the image is
 built once, tagged `:cached`, and reused by every later episode and run with the same
 context, until you remove it (`podman rmi` of the images labelled `turnbon.image`).
 A `docker_image` is pulled when it is not here, and never removed.
@@ -23,6 +23,8 @@ from turnbon_terminal.engine import ContainerError, Engine
 from turnbon_terminal.owners import IMAGE_LABEL, IMAGE_OWNER_LABEL
 from turnbon_terminal.tb2 import ContainerSpec
 
+KEEP_IMAGES_VARIABLE = "TURNBON_KEEP_IMAGES"
+"""Set to 1 (or true): keep built images for later episodes (`keep_images=None` reads it)."""
 IMAGE_PREFIX = "localhost/turnbon-task-"
 CACHED_TAG = "cached"
 
@@ -98,3 +100,8 @@ def context_hash(context: Path) -> str:
                         digest.update(chunk)
             digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def keep_images_by_default() -> bool:
+    """Whether `$TURNBON_KEEP_IMAGES` asks to keep built images."""
+    return os.environ.get(KEEP_IMAGES_VARIABLE, "").strip().lower() in ("1", "true", "yes")

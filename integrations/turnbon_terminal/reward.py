@@ -97,7 +97,7 @@ def reward_verdict(folder: Path, *, timed_out: float | None, network: bool) -> V
     """The verdict on a test.sh run whose log folder is `folder`: `timed_out` is its
     time limit when it did not finish, `network` whether the container had one (said
     when no reward came, since TB2's scripts often download their test tools)."""
-    output = test_output(folder)
+    output = output_tail(folder)
     if timed_out is not None:
         return Verdict(
             passed=False,
@@ -120,7 +120,7 @@ def reward_verdict(folder: Path, *, timed_out: float | None, network: bool) -> V
     return Verdict(passed=reward.passed, output=output, reason=reason, reward=reward.value)
 
 
-def test_output(folder: Path) -> str:
+def output_tail(folder: Path) -> str:
     """The end of test.sh's output, as the verdict keeps it ("" when there is none)."""
     data = _read(folder / TEST_OUTPUT, OUTPUT_TAIL * 4, tail=True)
     return (data or b"").decode("utf-8", errors="replace")[-OUTPUT_TAIL:]

@@ -12,6 +12,10 @@ from turnbon_terminal.envvars import checked
 from turnbon_terminal.limits import Limits, MiB
 from turnbon_terminal.users import UID_BASE, UID_COUNT
 
+VERIFIER_MARGIN_S = 2.0
+"""Our own verifier timeout ends this much before the runner's, so a slow verifier
+comes back as a verdict rather than as the runner's timeout."""
+
 SandboxKind = Literal["bwrap", "uid"]
 SANDBOX_KINDS = ("bwrap", "uid")
 
@@ -61,6 +65,11 @@ class SandboxSettings:
                 f"sandbox must be 'bwrap' (the default) or 'uid' (the weak fallback), "
                 f"got {self.sandbox!r}"
             )
+
+
+def verifier_limit(timeout_s: float) -> float:
+    """The verifier's own time limit within the task's `[verifier] timeout_sec`."""
+    return max(timeout_s - min(VERIFIER_MARGIN_S, timeout_s / 10), 0.5)
 
 
 @dataclass(frozen=True)

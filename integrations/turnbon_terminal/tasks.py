@@ -130,6 +130,14 @@ class TerminalTask:
         return _has_tests(self.tests_dir) or self.has_test_script
 
     @property
+    def needs_container(self) -> bool:
+        """Whether only a container can run it: it names an image, or its only verifier
+        is a test.sh (run in the environment's default image then)."""
+        return self.container is not None or (
+            self.has_test_script and not _has_tests(self.tests_dir)
+        )
+
+    @property
     def has_test_script(self) -> bool:
         """Whether its verifier is Terminal-Bench 2's `tests/test.sh` (run in a container)."""
         return has_test_script(self.folder)

@@ -51,8 +51,14 @@ class ContainerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     """`[environment] env`: set in the container (literal values, nothing of the host)."""
     build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S
+    """`[environment] build_timeout_sec`: how long building or pulling the image may take."""
 
     def describe(self) -> str:
+        """The image in words.
+
+        Returns:
+            "image NAME", or "built from PATH/Dockerfile".
+        """
         return f"image {self.image}" if self.image else f"built from {self.dockerfile}"
 
 

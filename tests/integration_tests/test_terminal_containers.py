@@ -22,9 +22,8 @@ from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_graph.bench.episode import run_agent
 from turnbon_graph.cli import main
 from turnbon_graph.testing import StubServer
-from turnbon_terminal import TerminalEnvironment
+from turnbon_terminal import TerminalEnvironment, TerminalEpisode
 from turnbon_terminal.container_episode import ContainerEpisode
-from turnbon_terminal.environment import TerminalEpisode
 from turnbon_terminal.owners import current_owner
 
 pytestmark = needs_podman
@@ -80,6 +79,37 @@ def test_the_shipped_tasks_still_run_in_bubblewrap() -> None:
 
     assert isinstance(asyncio.run(start()), TerminalEpisode)
     assert task.container is None
+
+
+def test_sandbox_container_runs_a_host_task_in_the_base_image(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # largest-file has no image: its files and setup.sh go into the base image's /app,
+    # and its pytest tests run there as a TB2 test.sh runs its own.
+    code = main(["run", "largest-file", "--sandbox", "container", "--model", "stub", "-n", "4"])
+    out = capsys.readouterr().out
+    assert "Verdict: PASS (reward 1)" in out
+    assert "of the container turnbon-largest-file-0-" in out
+    assert code == 0
+    assert _left_behind() == {"container": [], "volume": [], "image": []}
+
+
+async def test_kept_images_are_built_once_and_outlive_their_episodes(tmp_path: Path) -> None:
+    folder = tb2_task(tmp_path, "cached")  # a context of its own: an image of its own
+    (folder / "environment" / "marker.txt").write_text(str(tmp_path))
+    env = TerminalEnvironment(folder, keep_images=True)
+    names = []
+    try:
+        for trial in range(2):
+            episode = await env.start(env.tasks()[0], trial)
+            assert isinstance(episode, ContainerEpisode) and episode.container.image
+            names.append((episode.container.image.name, episode.container.image.own))
+            await episode.close()
+        assert names[0] == names[1] and names[0][1] is False  # one image, not the episodes'
+        assert names[0][0].endswith(":cached")
+        assert await asyncio.to_thread(image_exists, names[0][0])
+    finally:
+        await env.containers.engine.remove("image", [name for name, _ in names[:1]])
 
 
 def _episode(folder: Path) -> tuple[TerminalEnvironment, TaskSpec]:
