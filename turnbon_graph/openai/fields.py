@@ -39,6 +39,7 @@ Check = Callable[[str, Any], None]
 
 
 def fail(name: str, wanted: str, value: Any) -> NoReturn:
+    """Refuses field `name`: it must be `wanted`, and got `value` (shown cut short)."""
     raise RequestFieldError(name, f"{name} must be {wanted}, got {value!r:.80}")
 
 
@@ -47,6 +48,7 @@ def _is_number(value: Any) -> bool:
 
 
 def is_integer(value: Any) -> bool:
+    """Whether `value` is an integer (a bool is not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -70,11 +72,13 @@ def _integer(low: int, high: int) -> Check:
 
 
 def boolean(name: str, value: Any) -> None:
+    """Checks that field `name` is true or false."""
     if not isinstance(value, bool):
         fail(name, "true or false", value)
 
 
 def one_of(*choices: str) -> Check:
+    """A check that a field is one of `choices`."""
     def check(name: str, value: Any) -> None:
         if value not in choices:
             fail(name, "one of " + ", ".join(repr(c) for c in choices), value)
@@ -83,11 +87,13 @@ def one_of(*choices: str) -> Check:
 
 
 def string(name: str, value: Any) -> None:
+    """Checks that field `name` is a string."""
     if not isinstance(value, str):
         fail(name, "a string", value)
 
 
 def json_object(name: str, value: Any) -> None:
+    """Checks that field `name` is a JSON object."""
     if not isinstance(value, Mapping):
         fail(name, "a JSON object", value)
 

@@ -169,6 +169,7 @@ def _invalid_call_to_openai(call: InvalidToolCall) -> dict[str, Any]:
 
 
 def to_openai_tools(tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
+    """LangChain tools (or functions, or OpenAI tool dicts) as OpenAI tool definitions."""
     return [convert_to_openai_tool(tool) for tool in tools]
 
 

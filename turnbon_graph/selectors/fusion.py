@@ -58,6 +58,8 @@ def fusion_request(
     *,
     allow_none: bool,
 ) -> list[dict[str, str]]:
+    """The two-message fusion request: the transcript, the candidates in display order, the tools
+    they use, and the answer's schema."""
     schema = action_schema(None, allow_none=allow_none, reason="One or two sentences on how.")
     user = (
         f"{transcript_section(messages)}\n\n"

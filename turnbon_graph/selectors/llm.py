@@ -78,6 +78,8 @@ def _valid(n: int, allow_none: bool) -> list[int]:
 def answer_schema(
     n: int, allow_none: bool = False, max_reason_chars: int | None = None
 ) -> dict[str, Any]:
+    """The JSON schema of a selector's answer: a reason and `selected_index` among the `n` shown
+    (or -1, with `allow_none`)."""
     reason: dict[str, Any] = {"type": "string", "description": "One or two sentences on why."}
     if max_reason_chars is not None:
         reason["maxLength"] = max_reason_chars

@@ -107,6 +107,7 @@ def retry_prompt(rules: str) -> str:
 
 
 def two_messages(system: str, user: str) -> list[dict[str, str]]:
+    """A request of one system and one user message."""
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -155,6 +156,7 @@ def render_candidate(candidate: Candidate) -> dict[str, Any]:
 
 
 def transcript_section(messages: Sequence[BaseMessage]) -> str:
+    """The request's transcript section: one JSON object per message, oldest first."""
     transcript = "\n".join(as_json(render_message(m)) for m in messages)
     return (
         "## Task and conversation so far\n"
@@ -173,6 +175,7 @@ def candidate_block(index: int, candidate: Candidate, message: AIMessage | None 
 
 
 def candidates_section(shown: Sequence[Candidate]) -> str:
+    """The request's candidates section, in the order given."""
     blocks = "\n".join(candidate_block(i, c) for i, c in enumerate(shown))
     return f"## Candidate next actions ({len(shown)})\n{blocks}"
 
@@ -232,6 +235,7 @@ def parse_json(text: str, model: type[M]) -> M:
 
 
 def first_error(exc: ValidationError) -> str:
+    """The first problem of a validation error, as `where: what`."""
     problem = exc.errors()[0]
     where = ".".join(str(p) for p in problem.get("loc", ())) or "answer"
     return f"{where}: {problem['msg']}"

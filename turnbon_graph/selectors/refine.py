@@ -57,6 +57,8 @@ def refine_request(
     *,
     allow_none: bool,
 ) -> list[dict[str, str]]:
+    """The two-message critique request: the transcript, the picked action, the tools the
+    candidates use, and the answer's schema."""
     schema = action_schema(
         None, allow_none=allow_none, reason="Your critique, and what you changed if anything."
     )

@@ -56,11 +56,14 @@ SCORING_RETRY_PROMPT = retry_prompt(", with score a number from 0 to 10.")
 
 
 class ScoreAnswer(BaseModel):
+    """What a scoring judge must answer: a reason and a score from 0 to 10."""
+
     reason: str = ""
     score: float
 
 
 def score_schema() -> dict[str, Any]:
+    """The JSON schema of a scoring judge's answer."""
     return {
         "type": "object",
         "properties": {
@@ -75,6 +78,7 @@ def score_schema() -> dict[str, Any]:
 def scoring_request(
     messages: Sequence[BaseMessage], candidate: Candidate, rubric: str
 ) -> list[dict[str, str]]:
+    """The two-message scoring request for one candidate, by `rubric`."""
     user = (
         f"{transcript_section(messages)}\n\n"
         "## Candidate next action\n"
@@ -85,6 +89,7 @@ def scoring_request(
 
 
 def parse_score(response: Any) -> tuple[float | None, str, str | None]:
+    """(score or None, raw text, problem) of a judge's reply; never raises on a bad answer."""
     answer, raw, problem = parse_reply(response, ScoreAnswer, "a JSON object with a number score")
     if answer is None:
         return None, raw, problem

@@ -33,6 +33,8 @@ WRITTEN_RETRY_PROMPT = retry_prompt(
 
 
 class WrittenCall(BaseModel):
+    """One tool call of an action a selector wrote: the tool's name and its arguments."""
+
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
 

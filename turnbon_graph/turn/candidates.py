@@ -227,6 +227,7 @@ def candidate_to_state(candidate: Candidate) -> dict[str, Any]:
 
 
 def candidate_from_state(data: dict[str, Any]) -> Candidate:
+    """A candidate back from its checkpointed form (`candidate_to_state`)."""
     return Candidate(
         index=data["index"],
         model=data["model"],

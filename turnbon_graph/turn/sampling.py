@@ -88,6 +88,7 @@ class Step:
 
 
 def calls_any(candidate: Candidate, tools: frozenset[str]) -> bool:
+    """Whether the candidate's action calls one of `tools`."""
     message = candidate.message
     return message is not None and any(call["name"] in tools for call in message.tool_calls)
 
