@@ -171,6 +171,7 @@ def ending(result: Mapping[str, Any]) -> tuple[Outcome, str | None]:
 
 
 def exception_type(result: Mapping[str, Any]) -> str | None:
+    """The name of the exception a Harbor trial ended with, or None."""
     info = result.get("exception_info")
     return str(info.get("exception_type")) if isinstance(info, dict) else None
 
@@ -237,6 +238,7 @@ def trial_task(trial: Path) -> str:
 
 
 def seconds(start: Any, end: Any) -> float:
+    """Seconds between two ISO timestamps, or 0 when either is missing or malformed."""
     try:
         return round(
             (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds(), 3
@@ -254,6 +256,7 @@ def read_json(path: Path) -> Any:
 
 
 def read_text(path: Path) -> str:
+    """`path`'s text (undecodable bytes replaced), or "" when it cannot be read."""
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -261,4 +264,5 @@ def read_text(path: Path) -> str:
 
 
 def read_tail(path: Path) -> str:
+    """The last `OUTPUT_TAIL` characters of `path`'s text."""
     return read_text(path)[-OUTPUT_TAIL:]

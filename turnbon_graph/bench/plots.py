@@ -51,6 +51,7 @@ PLOT_FILES = {
 
 
 def plots_available() -> bool:
+    """Whether matplotlib (the `plots` extra) is installed."""
     return importlib.util.find_spec("matplotlib") is not None
 
 
@@ -142,6 +143,8 @@ def trial_pass_rates(results: Sequence[EpisodeResult]) -> list[float]:
 
 
 def token_bar(setting: str, results: Sequence[EpisodeResult], vs: float | None) -> TokenBar:
+    """One setting's bar of the token plot: per-attempt output and prompt tokens, generator and
+    selector apart."""
     count = len(results) or 1
     return TokenBar(
         setting=setting,
@@ -324,6 +327,8 @@ def token_cost_figure(bars: Sequence[TokenBar], *, colors: Mapping[str, str]) ->
 
 
 def new_figure(columns: int = 1) -> tuple[Figure, list[Axes]]:
+    """A figure of `columns` side-by-side axes, drawn on Agg whatever the backend, in the
+    reports' style."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -337,12 +342,14 @@ def new_figure(columns: int = 1) -> tuple[Figure, list[Axes]]:
 
 
 def percent_axis(ax: Axes) -> None:
+    """Labels the y axis as percentages of 1."""
     from matplotlib.ticker import PercentFormatter
 
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
 
 
 def token_formatter() -> FuncFormatter:
+    """Tick labels for token counts: 72K, 1.2M."""
     from matplotlib.ticker import FuncFormatter
 
     def short(value: float, _: int | None) -> str:
@@ -356,12 +363,14 @@ def token_formatter() -> FuncFormatter:
 
 
 def jitter_offsets(count: int, width: float, seed: int) -> list[float]:
+    """Seeded horizontal offsets, so that points of equal value do not hide each other."""
     # Seeded so the same run always draws the same picture.
     rng = random.Random(seed)
     return [rng.uniform(-width, width) for _ in range(count)] if count > 1 else [0.0] * count
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
+    """Writes `figure` to `path` as a PNG (its folder made as needed); returns `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png")
     return path

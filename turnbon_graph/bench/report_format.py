@@ -20,15 +20,18 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -
 
 
 def image(plots: Mapping[str, str], name: str, alt: str) -> list[str]:
+    """The Markdown lines of plot `name`, or none when the run has no such plot."""
     return [f"![{alt}]({plots[name]})", ""] if name in plots else []
 
 
 def cell(text: str) -> str:
+    """`text` fit for a Markdown table cell (pipes escaped, newlines as spaces)."""
     # A pipe or newline inside a cell would break the table.
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def short(text: str, limit: int = 240) -> str:
+    """`text` on one line, cut to `limit` characters with an ellipsis."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -38,10 +41,12 @@ P_FLOOR = 0.0001
 
 
 def pct(share: float | None) -> str:
+    """A share as a percentage with one decimal; a dash for None."""
     return DASH if share is None else f"{100 * share:.1f}%"
 
 
 def pp(share: float | None) -> str:
+    """A share difference in signed percentage points; a dash for None."""
     return DASH if share is None else f"{100 * share:+.1f} pp"
 
 
@@ -67,6 +72,7 @@ def number(value: float | None, digits: int = 1, *, signed: bool = False) -> str
 
 
 def ratio(value: float | None) -> str:
+    """A ratio with one decimal and a times sign; a dash for None."""
     return DASH if value is None else f"{value:.1f}{TIMES}"
 
 

@@ -42,6 +42,7 @@ TAMPER_SHOWN = 20
 def pass_rates(
     order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
 ) -> list[str]:
+    """The report's pass-rate section (Figure 2a): attempts, passes and pass@1 per setting."""
     from turnbon_graph.bench.plots import trial_pass_rates
 
     rows = []
@@ -66,6 +67,7 @@ def pass_rates(
 def curves(
     order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
 ) -> list[str]:
+    """The report's pass@k and consistency sections (Figures 2b and 3b)."""
     lines: list[str] = []
     for title, alt, explain, metric, plot in (
         (
@@ -108,6 +110,8 @@ def costs(
     baseline: str,
     plots: Mapping[str, str],
 ) -> list[str]:
+    """The report's cost section (Table 1): output and prompt tokens per attempt, against the
+    baseline."""
     by_setting = {row.setting: row for row in metrics.cost_table(results, baseline)}
     searched = any(r.value_usage is not None or r.search is not None for r in results)
     output_rows = []
@@ -199,6 +203,7 @@ def costs(
 
 
 def outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) -> list[str]:
+    """The report's outcomes section (Table 2): how the attempts of each setting ended."""
     rows = []
     for setting in order:
         shares = metrics.outcome_shares(groups[setting])
@@ -223,6 +228,7 @@ def outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) ->
 def turns(
     order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
 ) -> list[str]:
+    """The report's turns-to-solve section: per setting, the turns its solved tasks took."""
     per_setting = {s: metrics.turns_to_solve(groups[s]) for s in order}
     rows = []
     for setting in order:
@@ -271,6 +277,7 @@ def comparison(
     resamples: int,
     seed: int,
 ) -> list[str]:
+    """The report's paired bootstrap of every setting against the baseline."""
     lines = [
         "## Against the baseline (paired bootstrap over tasks, as in Figures 4 and 5)",
         "",
@@ -314,6 +321,7 @@ def per_task(
     groups: Mapping[str, list[EpisodeResult]],
     settings: RunSettings | None,
 ) -> list[str]:
+    """The report's per-task table: passes of every setting, by task."""
     counts = {s: metrics.per_task(groups[s]) for s in order}
     every = [r for s in order for r in groups[s]]
     known = {r.task for r in every}

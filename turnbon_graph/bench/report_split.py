@@ -19,6 +19,7 @@ UNDEFINED = "n/a"
 
 
 def defined(value: float | None, digits: int = 2) -> str:
+    """A number with `digits` decimals, or the mark of an undefined measure for None."""
     return UNDEFINED if value is None else number(value, digits)
 
 

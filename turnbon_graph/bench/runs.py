@@ -212,6 +212,7 @@ def read_episodes(run: Path) -> list[EpisodeResult]:
 
 
 def turns_path(run: Path, setting: str, task: str, trial: int) -> Path:
+    """Where an episode's turns go in the run folder: `turns/<setting>/<task>__<trial>.jsonl`."""
     safe = re.sub(r"[^A-Za-z0-9_.=-]+", "_", setting)
     return run / TURNS_DIR / safe / f"{task}__{trial}.jsonl"
 
@@ -223,6 +224,7 @@ def tree_path(run: Path, setting: str, task: str, trial: int) -> Path:
 
 
 def read_turns(run: Path, setting: str, task: str, trial: int) -> Iterator[dict[str, object]]:
+    """An episode's turn lines as the run folder holds them (none when it has no file)."""
     path = turns_path(run, setting, task, trial)
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():

@@ -10,6 +10,7 @@ from turnbon_graph.cli.arguments import SHARED, run_folder_arguments, subcommand
 
 
 def add_parser(commands: Any) -> None:
+    """Adds `turnbon analyze` and its flags to `commands`."""
     parser = subcommand(
         commands,
         "analyze",
@@ -32,6 +33,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs `turnbon analyze` with its parsed flags; returns the exit status."""
     from turnbon_graph.analysis.markdown import write_analysis
     from turnbon_graph.bench.html import HTML_FILE
 

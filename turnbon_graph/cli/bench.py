@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: Any) -> None:
+    """Adds `turnbon bench` and its flags to `commands`."""
     parser = subcommand(
         commands,
         "bench",
@@ -61,6 +62,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs `turnbon bench` with its parsed flags; returns the exit status."""
     import asyncio
     import contextlib
 

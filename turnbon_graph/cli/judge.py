@@ -11,6 +11,7 @@ from turnbon_graph.cli.arguments import INTERRUPTED, SHARED, STUB_MODEL, subcomm
 
 
 def add_parser(commands: Any) -> None:
+    """Adds `turnbon judge` and its flags to `commands`."""
     parser = subcommand(
         commands,
         "judge",
@@ -67,6 +68,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs `turnbon judge` with its parsed flags; returns the exit status."""
     import asyncio
 
     from turnbon_graph.analysis.judge import (

@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `turnbon` command: runs the subcommand `argv` names; a user's mistake is one line on
+    stderr and exit status 2."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     args.argv = argv  # for the resume hints of bench and rollouts

@@ -9,6 +9,7 @@ from turnbon_graph.cli.arguments import run_folder_arguments, subcommand
 
 
 def add_parser(commands: Any) -> None:
+    """Adds `turnbon report` and its flags to `commands`."""
     parser = subcommand(
         commands,
         "report",
@@ -35,6 +36,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs `turnbon report` with its parsed flags; returns the exit status."""
     from turnbon_graph.bench.html import HTML_FILE
     from turnbon_graph.bench.report import write_report
 

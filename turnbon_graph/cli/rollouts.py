@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: Any) -> None:
+    """Adds `turnbon rollouts` and its flags to `commands`."""
     parser = subcommand(
         commands,
         "rollouts",
@@ -146,6 +147,7 @@ def rollout_budget(args: argparse.Namespace) -> RolloutBudget:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs `turnbon rollouts` with its parsed flags; returns the exit status."""
     import asyncio
     import contextlib
     import functools

@@ -85,6 +85,7 @@ WORKER_STUB = "TURNBON_SERVE_STUB"
 
 
 def add_parser(commands: Any) -> None:
+    """Adds `turnbon serve` and its flags to `commands`."""
     parser = subcommand(
         commands,
         "serve",

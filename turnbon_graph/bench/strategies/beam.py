@@ -10,4 +10,6 @@ from turnbon_graph.bench.strategies.search import Strategy
 
 
 class Beam(Strategy):
+    """Beam search over turns: the `width` best trajectories by value go on."""
+
     name = "beam"

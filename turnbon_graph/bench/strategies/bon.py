@@ -9,6 +9,8 @@ from turnbon_graph.bench.strategies.search import Strategy
 
 
 class BestOfN(Strategy):
+    """Plain best-of-N: one trajectory, a selector's pick among N candidates every turn."""
+
     name = "bon"
     forks = False
 

@@ -50,11 +50,13 @@ def request_chars(messages: Sequence[Any], tools: Any = None) -> int:
 
 
 def quantile(values: Sequence[float], q: float = QUANTILE) -> float:
+    """The `q` quantile of `values` (nearest rank, from above)."""
     ordered = sorted(values)
     return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
 
 
 def remember(values: list[float], value: float) -> None:
+    """Adds `value` to `values`, keeping the most recent `RECENT` only."""
     values.append(value)
     del values[:-RECENT]
 

@@ -99,6 +99,8 @@ def escalated_effort(generator: object) -> str | None:
 
 
 class Escalate(Strategy):
+    """Best-of-N that samples a turn again with more effort when its candidates disagree."""
+
     name = "escalate"
     forks = False
 

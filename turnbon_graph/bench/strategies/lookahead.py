@@ -29,6 +29,8 @@ from turnbon_graph.bench.strategies.trajectory import Trajectory
 
 
 class Lookahead(Strategy):
+    """Scores each candidate by rolling it out `horizon` turns and valuing where it led."""
+
     name = "lookahead"
 
     def __init__(self, n: int, horizon: int) -> None:

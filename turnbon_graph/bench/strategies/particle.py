@@ -16,6 +16,8 @@ from turnbon_graph.bench.strategies.trajectory import Trajectory
 
 
 class Particles(Strategy):
+    """Particle filtering: `width` trajectories of one candidate a turn, resampled by value."""
+
     name = "particle"
 
     def __init__(self, width: int, temperature: float, rng: random.Random) -> None:

@@ -374,4 +374,5 @@ class Search(Forest):
 
 
 def candidate_tokens(candidates: Sequence[Candidate]) -> int:
+    """Prompt and completion tokens of the candidates' calls."""
     return sum(c.usage.total_tokens for c in candidates)

@@ -24,6 +24,8 @@ from turnbon_graph.turn.tool_errors import invalid_call_results, turns_since_hum
 
 @dataclass
 class Trajectory:
+    """One partial trajectory of a search: its messages, its live episode, its place in the tree."""
+
     messages: list[BaseMessage]
     episode: Episode
     node: str

@@ -35,6 +35,8 @@ ACTION_CHARS = 200
 
 
 class TreeNode(BaseModel):
+    """One step of a search's tree, as the tree file records it."""
+
     id: str
     parent: str | None
     turn: int
