@@ -57,6 +57,7 @@ def strip_options(args: list[str], valued: frozenset[str]) -> list[str]:
 
 
 def positionals(args: list[str]) -> list[str]:
+    """The arguments that are not options (do not start with `-`)."""
     return [a for a in args if not a.startswith("-")]
 
 
@@ -67,6 +68,7 @@ def program_name(word: str) -> str:
 
 
 def testy_path(path: str) -> bool:
+    """Whether a path names a test file, or a file under a `test` or `tests` folder."""
     parts = path.split("/")
     return bool(TESTY.search(parts[-1])) or any(p in ("test", "tests") for p in parts[:-1])
 
@@ -183,6 +185,7 @@ def rule_awk(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int)
 
 
 def rule_tee(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
+    """tee writes the files it names; without one it only passes its input on."""
     return [_writes(positionals(args), in_tmp) if positionals(args) else READ]
 
 
@@ -202,6 +205,7 @@ def rule_archive(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: 
 
 
 def rule_sort(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
+    """sort writes the file of `-o`/`--output`; otherwise it prints."""
     for i, arg in enumerate(args):
         if arg.startswith("-o") or arg.startswith("--output"):
             path = arg[2:] if arg.startswith("-o") and arg[2:] else arg.partition("=")[2]
@@ -210,6 +214,7 @@ def rule_sort(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int
 
 
 def rule_dd(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
+    """dd writes the file of `of=`; otherwise it prints."""
     outputs = [a[3:] for a in args if a.startswith("of=")]
     return [_writes(outputs, in_tmp) if outputs else READ]
 
@@ -281,4 +286,5 @@ def rule_git(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int)
 
 
 def rule_tsc(name: str, args: list[str], stdin: Stdin, in_tmp: bool, depth: int) -> list[Fact]:
+    """tsc is a check with `--noEmit`; otherwise it builds (runs)."""
     return [TEST if "--noEmit" in args else RUN]

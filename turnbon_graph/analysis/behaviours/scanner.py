@@ -217,6 +217,8 @@ def _balanced(text: str, i: int) -> tuple[str, int]:
 
 
 def line_tokens(text: str) -> list[_Token]:
+    """The shell words and operators of a command line (a plain word split when bash would refuse
+    the line)."""
     try:
         return _Scanner(text).scan()
     except _Unbalanced:
@@ -239,6 +241,8 @@ class _Simple:
 
 
 def parse_line(tokens: list[_Token]) -> list[_Simple]:
+    """The simple commands of a tokenised line, with their redirections and whether a pipe feeds
+    them."""
     commands: list[_Simple] = []
     current = _Simple()
     case_pattern = False  # inside `case ... in`, between `;;` and the pattern's `)`
@@ -304,6 +308,8 @@ class Stdin(NamedTuple):
 
 
 def stdin_of(simple: _Simple) -> Stdin:
+    """What a simple command reads on its standard input: a heredoc's or here-string's body, a
+    file, a pipe, or nothing."""
     stdin = Stdin(fed=simple.piped)
     for op, target, body in simple.redirects:
         if op in _HEREDOC_OPS:

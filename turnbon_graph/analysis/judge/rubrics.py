@@ -177,6 +177,7 @@ def _merge(merged: dict[str, dict[str, Any]], entries: list[dict[str, Any]], whe
 
 
 def check_unique(rubrics: Sequence[Rubric]) -> None:
+    """Refuses rubrics whose ids repeat (`ConfigurationError` naming them)."""
     ids = [r.id for r in rubrics]
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:

@@ -43,6 +43,8 @@ class Rollout(BaseModel):
 
 
 class SkippedRollout(BaseModel):
+    """A rollout of a candidate that did not run, and why (the budget was spent, ...)."""
+
     candidate: int
     repeat: int
     reason: str
@@ -132,6 +134,8 @@ class BranchTurn(BaseModel):
 
 
 class SkippedTurn(BaseModel):
+    """A turn chosen for branching that was not branched, and why."""
+
     turn: int
     reason: str
 
