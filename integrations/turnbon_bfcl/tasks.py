@@ -23,6 +23,8 @@ def user_turns(entry: Entry) -> list[str]:
 
 
 def task_spec(entry: Entry, category: str, max_steps: int) -> TaskSpec:
+    """A BFCL entry as a task: its first user turn the instruction, the others follow-ups, and
+    one step over BFCL's limit per turn."""
     first, *rest = user_turns(entry)
     return TaskSpec(
         id=str(entry["id"]),

@@ -56,6 +56,7 @@ def _size(n: int) -> str:
 
 
 def signal_name(number: int) -> str:
+    """A signal's name (`SIGKILL`), or `signal <number>` for one Python does not know."""
     try:
         return signal.Signals(number).name
     except ValueError:

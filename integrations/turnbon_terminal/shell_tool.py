@@ -25,6 +25,8 @@ class CommandRunner(Protocol):
 
 
 class ShellArgs(BaseModel):
+    """The `shell` tool's one argument: the command line."""
+
     command: str = Field(description="A bash command line, run with `bash -c` in the workdir.")
 
 

@@ -63,6 +63,7 @@ OURS = {__file__, HERE}
 
 
 def inside(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or below it (as strings, no file system access)."""
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 

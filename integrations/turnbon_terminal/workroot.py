@@ -25,6 +25,8 @@ from turnbon_terminal.errors import SandboxError
 
 
 def default_work_root() -> Path:
+    """Where episodes' folders go by default: a folder of this user's under the temporary
+    directory."""
     return Path(tempfile.gettempdir()) / f"turnbon-terminal-{os.geteuid()}"
 
 
