@@ -25,12 +25,23 @@ def wheel_name(version: str = __version__) -> str:
 
 def install_hint(*extras: str, then: str | None = None, markdown: bool = False) -> str:
     """The commands that add `extras` to turnbon-graph, from a clone and from a wheel, as
-    one line for a message; `then`, a command to run after either (a package that must
-    come with --no-deps); `markdown`, each command in backticks. For example
-    `install_hint("serve")` is::
+    one line for a message.
+
+    For example `install_hint("serve")` is::
 
         pip install -e '.[serve]' in a clone of turnbon-graph, or
         pip install 'turnbon_graph-0.1.0-py3-none-any.whl[serve]' in the folder of its wheel
+
+    Args:
+        *extras: the extras' names.
+        then: a command to run after either (a package that must come with --no-deps).
+        markdown: each command in backticks.
+
+    Returns:
+        The line.
+
+    Raises:
+        ValueError: no extra is given.
     """
     if not extras:
         raise ValueError("install_hint needs at least one extra")

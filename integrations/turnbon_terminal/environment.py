@@ -148,8 +148,8 @@ class TerminalEnvironment:
 
     @property
     def sandbox(self) -> SandboxKind:
-        """ "bwrap", or "uid" (the weak fallback, when asked for): how host-sandbox
-        episodes are isolated."""
+        """How host-sandbox episodes are isolated: "bwrap", or "uid" (the weak fallback,
+        when asked for)."""
         return self.settings.sandbox
 
     def _in_container(self, task: TerminalTask) -> bool:

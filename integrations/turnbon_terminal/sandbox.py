@@ -198,7 +198,7 @@ class Sandbox:
 
     @property
     def isolation(self) -> str:
-        """ "bwrap" or "uid": how this episode's commands are isolated."""
+        """How this episode's commands are isolated: "bwrap" or "uid"."""
         return "bwrap" if self.host.tools is not None else "uid"
 
     @property

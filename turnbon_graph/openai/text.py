@@ -1,6 +1,6 @@
-"""Text a request may carry: every string of a request body, keys included, must be text
-that UTF-8 can encode. JSON can spell what UTF-8 cannot, a lone UTF-16 surrogate (`"\\ud800"`:
-half of a pair such as `"\\ud83d\\ude00"`, which is one character), and `json.loads` keeps
+r"""Text a request may carry: every string of a request body, keys included, must be text
+that UTF-8 can encode. JSON can spell what UTF-8 cannot, a lone UTF-16 surrogate (`"\ud800"`:
+half of a pair such as `"\ud83d\ude00"`, which is one character), and `json.loads` keeps
 it as it is (as it does the same code point sent in UTF-8's form). Such a string fails
 where it is first encoded, in the upstream call or in the answer, after the turn's calls
 were made; `check_utf8` refuses it before, naming where it is.
@@ -70,8 +70,8 @@ def _has_bad(value: Any) -> bool:
 
 
 def _where(value: Any, path: str) -> tuple[str, str]:
-    """Where in `value` (at `path`) its first bad string is, as `messages[0].content` (a
-    key as `the key '\\ud800' in messages[0]`), and that string. Without recursing: a
+    r"""Where in `value` (at `path`) its first bad string is, as `messages[0].content` (a
+    key as `the key '\ud800' in messages[0]`), and that string. Without recursing: a
     Python caller's value may nest deeper than a request body can."""
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:

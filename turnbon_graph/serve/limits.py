@@ -1,5 +1,5 @@
 """What one request may cost the server, so that no client can make it hold a connection,
-memory or a stack frame without bound:
+memory or a stack frame without bound.
 
 - `read_json_body`: the body of every endpoint, read with a byte bound (Content-Length
   first, then the bytes as they stream, so a chunked body is refused as it grows, not

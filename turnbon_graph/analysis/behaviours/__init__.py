@@ -1,4 +1,4 @@
-"""Behaviour tags of a shell action: the eight behaviours of Figure 4 of the Turn-BoN paper
+r"""Behaviour tags of a shell action: the eight behaviours of Figure 4 of the Turn-BoN paper
 (docs/references.md), defined in its Table 4.
 
 `tag_command(command, history)` says which behaviours one action's shell command line
@@ -13,7 +13,7 @@ The model, in four steps:
    `$( )`, backtick and `<( )` substitutions kept as nested command lines, and heredoc
    bodies attached to their `<<` operator: a body is data, unless the program reading it
    is a shell or Python (`bash <<EOF`, `python - <<EOF`), when it is code. `shlex` is not
-   the core because it cannot tell an operator from a quoted one (`find -exec rm {} \\;`),
+   the core because it cannot tell an operator from a quoted one (`find -exec rm {} \;`),
    splits `$(...)` apart and knows no heredocs. A line that does not scan (an unclosed quote
    or substitution) does not raise: it is scanned again with quotes taken as ordinary
    characters, a best-effort word split.
