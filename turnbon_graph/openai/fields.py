@@ -79,6 +79,7 @@ def boolean(name: str, value: Any) -> None:
 
 def one_of(*choices: str) -> Check:
     """A check that a field is one of `choices`."""
+
     def check(name: str, value: Any) -> None:
         if value not in choices:
             fail(name, "one of " + ", ".join(repr(c) for c in choices), value)
