@@ -1,10 +1,9 @@
-"""`turnbon serve`: an OpenAI-compatible HTTP server whose every chat completion is one
-Turn-BoN turn (`turnbon_graph.serve`, the `serve` extra). Settings come from flags, then
-a TOML --config file with the same names (snake_case), then defaults; every turn option
-is a `TurnConfig` field, given by name (`-o max_concurrency=8` or in the file), so none
-is declared here a second time. `--model stub` serves a scripted stand-in (`ServedStub`)
-on a loopback stub server that lives as long as the command. Starlette, uvicorn and
-LiteLLM load only in `run`."""
+"""`turnbon serve`: an OpenAI-compatible HTTP server whose every chat completion is one Turn-BoN
+turn (`turnbon_graph.serve`, the `serve` extra). Settings come from flags, then a TOML --config file
+with the same names (snake_case), then defaults; every turn option is a `TurnConfig` field, given by
+name (`-o max_concurrency=8` or in the file), so none is declared here a second time. `--model stub`
+serves a scripted stand-in (`ServedStub`) on a loopback stub server that lives as long as the
+command. Starlette, uvicorn and LiteLLM load only in `run`."""
 
 from __future__ import annotations
 
