@@ -9,7 +9,6 @@ tasks for comparing two settings. Notebooks and `turnbon report` use the same co
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from math import comb
@@ -18,6 +17,8 @@ from typing import get_args
 from pydantic import BaseModel
 
 from turnbon_graph.analysis.rollouts.statistics import headroom, spearman
+from turnbon_graph.bench.bootstrap import BootstrapResult as BootstrapResult
+from turnbon_graph.bench.bootstrap import bootstrap_differences as bootstrap_differences
 from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.bench.runs import EpisodeResult
 from turnbon_graph.bench.strategies.record import Leaf
@@ -387,63 +388,6 @@ def exploration(results: Iterable[EpisodeResult]) -> Exploration | None:
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-class BootstrapResult(BaseModel):
-    """The mean of per-task differences, its confidence interval and a two-sided p-value."""
-
-    tasks: int
-    """Tasks resampled."""
-    difference: float
-    """The mean of the per-task differences."""
-    ci_low: float
-    """The confidence interval's lower end."""
-    ci_high: float
-    """The confidence interval's upper end."""
-    p_value: float
-    """Two-sided: twice the smaller share of resampled means on either side of 0."""
-
-
-def bootstrap_differences(
-    differences: Sequence[float],
-    *,
-    resamples: int = 10_000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> BootstrapResult:
-    """Paired bootstrap over tasks: `differences` holds one value per task (setting B
-    minus setting A, or observed minus expected); tasks are resampled with replacement.
-
-    Args:
-        differences: one value per task.
-        resamples: bootstrap resamples.
-        seed: seeds the resampling.
-        confidence: the confidence interval's level.
-
-    Returns:
-        The mean difference, its interval and p-value.
-
-    Raises:
-        ValueError: no differences, or `resamples` below 1.
-    """
-    if not differences:
-        raise ValueError("no per-task differences to resample: nothing to pair")
-    if resamples < 1:
-        raise ValueError(f"resamples must be at least 1, got {resamples}")
-    diffs = list(differences)
-    rng = random.Random(seed)
-    k = len(diffs)
-    samples = sorted(sum(rng.choices(diffs, k=k)) / k for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    below = sum(s <= 0 for s in samples) / resamples
-    above = sum(s >= 0 for s in samples) / resamples
-    return BootstrapResult(
-        tasks=k,
-        difference=sum(diffs) / k,
-        ci_low=samples[int(tail * (resamples - 1))],
-        ci_high=samples[int((1 - tail) * (resamples - 1))],
-        p_value=min(1.0, 2 * min(below, above)),
-    )
 
 
 class PairedComparison(BootstrapResult):
