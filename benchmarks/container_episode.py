@@ -3,8 +3,10 @@
 Runs `--runs` episodes of the offline test task `tests/tb2_tasks/hello-file` (FROM the
 base image `make setup-podman` builds) and times each step: the start (the image built
 from cached layers, the storage volume, the container), one command (`true`), the
-reference solution, `verify()` (tests/ copied in, test.sh run, the reward read) and
-`close()` (container, volume, image and host folder removed). The first episode also
+reference solution, a fork (the container committed, a new one started from it, the
+working directory streamed into its volume; the fork then closed), `verify()` (tests/
+copied in, test.sh run, the reward read) and `close()` (container, volume, image and host
+folder removed). The first episode also
 sweeps what dead runs left, so it is left out of the medians.
 
     python benchmarks/container_episode.py            # 6 episodes
@@ -22,7 +24,7 @@ from pathlib import Path
 from turnbon_terminal import ContainerEpisode, TerminalEnvironment
 
 TASK = Path(__file__).resolve().parents[1] / "tests" / "tb2_tasks" / "hello-file"
-STEPS = ("start", "command", "solution", "verify", "close")
+STEPS = ("start", "command", "solution", "fork", "verify", "close")
 
 
 async def measure(runs: int) -> dict[str, list[float]]:
@@ -40,6 +42,10 @@ async def measure(runs: int) -> dict[str, list[float]]:
         began = time.monotonic()
         await episode.run_solution()
         times["solution"].append(time.monotonic() - began)
+        began = time.monotonic()
+        fork = await episode.fork()
+        times["fork"].append(time.monotonic() - began)
+        await fork.close()
         began = time.monotonic()
         verdict = await episode.verify()
         times["verify"].append(time.monotonic() - began)

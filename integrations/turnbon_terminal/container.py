@@ -104,8 +104,10 @@ class ContainerHost:
         network: bool,
         budget: ResourceBudget,
         lifetime_s: float,
+        image: EpisodeImage | None = None,
     ) -> Container:
-        """A started container for one episode of the task `spec` describes."""
+        """A started container for one episode of the task `spec` describes (of
+        `image` when given: a fork's, which the container then owns)."""
         if not self._swept:
             self._swept = True
             await asyncio.to_thread(private_dir, self.folders.parent, 0o711)
@@ -116,7 +118,7 @@ class ContainerHost:
         folder = await asyncio.to_thread(_host_folder, self.folders, ident)
         container = Container(self, ident, folder, spec, network=network, budget=budget)
         try:
-            await container.start(lifetime_s)
+            await container.start(lifetime_s, image)
         except BaseException:
             await asyncio.shield(container.close())
             raise
@@ -157,6 +159,7 @@ class Container:
         self.volume: str | None = None
         self._mountpoint: str | None = None
         self._memory: EpisodeCgroup | None = None
+        self.lifetime_s = 0.0
         self._timeout = False
         self._running = False
         self._closed = False
@@ -171,9 +174,10 @@ class Container:
     def closed(self) -> bool:
         return self._closed
 
-    async def start(self, lifetime_s: float) -> None:
+    async def start(self, lifetime_s: float, image: EpisodeImage | None = None) -> None:
         owner = current_owner()
-        self.image = await episode_image(
+        self.lifetime_s = lifetime_s
+        self.image = image or await episode_image(
             self.engine, self.spec, episode=self.name, owner=owner, keep=self.host.keep_images
         )
         if self.spec.workdir is None:

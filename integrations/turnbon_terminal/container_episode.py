@@ -30,6 +30,7 @@ from langchain_core.tools import BaseTool
 from turnbon_graph.bench.environment import Verdict
 from turnbon_graph.errors import ConfigurationError, ResourceLimitError
 from turnbon_terminal.container import VERIFIER_LOGS, Container
+from turnbon_terminal.container_fork import fork_container
 from turnbon_terminal.engine import ContainerError
 from turnbon_terminal.errors import SandboxError, SetupScriptError
 from turnbon_terminal.pytest_site import pytest_site
@@ -211,20 +212,18 @@ class ContainerEpisode:
         return await self.container.execute(["bash", "-c", command], time_limit=left, env=env)
 
     async def fork(self) -> ContainerEpisode:
-        """Not available for container tasks yet: the search strategies that fork
-        (beam, particle, lookahead) need the host sandbox.
+        """A new episode of the same task in a container of its own whose files are a
+        copy of this one's (`turnbon_terminal.container_fork`): what either does from
+        now on, the other never sees. Processes are not carried over. Close it like
+        any episode.
 
         Returns:
-            Never: it raises.
+            The fork.
 
         Raises:
-            SandboxError: Always, saying so.
+            SandboxError: This episode is closed, or the engine could not copy it.
         """
-        raise SandboxError(
-            f"forking an episode is not supported for container tasks yet (task "
-            f"{self.task.id} runs in a container): use --strategy bon with it, or a task "
-            "for the host sandbox"
-        )
+        return ContainerEpisode(self.task, await fork_container(self.container))
 
     async def close(self) -> None:
         """Removes the container, its volume and the image built for it."""

@@ -109,6 +109,41 @@ class Engine:
             raise ContainerError(f"`{self.name} {_shown(args)}` failed: {done.said}")
         return done
 
+    async def pipe(self, source: Sequence[str], target: Sequence[str], *, limit_s: float) -> None:
+        """`<engine> source... | <engine> target...`, streamed (a container's folder as a
+        tar archive into another's); raises ContainerError when either fails."""
+        read_fd, write_fd = os.pipe()
+        try:
+            sender = await asyncio.create_subprocess_exec(
+                self.path,
+                *source,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            receiver = await asyncio.create_subprocess_exec(
+                self.path, *target, stdin=read_fd,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+        finally:
+            os.close(read_fd)
+            os.close(write_fd)
+        try:
+            ends = await asyncio.wait_for(
+                asyncio.gather(sender.communicate(), receiver.communicate()), limit_s
+            )
+        except BaseException:
+            for process in (sender, receiver):
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            raise
+        for process, args, (out, err) in zip(
+            (sender, receiver), (source, target), ends, strict=True
+        ):
+            if process.returncode:
+                said = Completed(process.returncode, out or b"", err or b"").said
+                raise ContainerError(f"`{self.name} {_shown(args)}` failed: {said}")
+
     async def lines(self, *args: str, limit_s: float = DEFAULT_CALL_TIMEOUT_S) -> list[str]:
         """The non-empty lines a listing call prints (`ps -q`, `images --format ...`)."""
         done = await self.call(*args, limit_s=limit_s)

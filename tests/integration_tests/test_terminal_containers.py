@@ -5,6 +5,11 @@ endings without a reward, and nothing left behind."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +22,7 @@ from tests.container_tasks import (
     needs_podman,
     tb2_task,
 )
-from tests.helpers import runs_once, stub_engine
+from tests.helpers import runs_once, stub_engine, terminate
 from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_graph.bench.episode import run_agent
 from turnbon_graph.cli import main
@@ -255,3 +260,70 @@ def test_a_task_that_does_not_build_ends_as_an_agent_error(tmp_path: Path) -> No
     assert end.outcome == "agent_error"
     assert end.error is not None and "did not build" in end.error
     assert _left_behind() == {"container": [], "volume": [], "image": []}
+
+
+async def test_a_fork_copies_the_files_and_then_goes_its_own_way() -> None:
+    episode = await _started(HELLO)
+    sleeping = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null"
+    try:
+        setup = "rm README.txt && echo parent > mine.txt && echo kept > /tmp/t.txt"
+        assert (await episode.run(f"{setup} && (sleep 300 > /dev/null 2>&1 &)")).ok
+        fork = await episode.fork()
+        try:
+            seen = await fork.run(
+                f"pwd; ls -A; cat mine.txt /tmp/t.txt; {sleeping} | grep -c '^sleep 300'"
+            )
+            assert seen.output.split() == ["/app", "mine.txt", "parent", "kept", "0"]
+            await fork.run_solution()
+            await fork.run("echo child > mine.txt")
+            assert (await episode.run("cat mine.txt; ls -A")).output.split() == [
+                "parent",
+                "mine.txt",
+            ]
+            assert (await fork.verify()).passed and not (await episode.verify()).passed
+        finally:
+            await fork.close()
+    finally:
+        await episode.close()
+    assert await asyncio.to_thread(_left_behind) == {"container": [], "volume": [], "image": []}
+
+
+@pytest.fixture
+def docker_on_podman(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The Docker CLI, talking to Podman's Docker-compatible API on a socket of its own."""
+    if shutil.which("docker") is None:
+        pytest.skip("the docker CLI is not installed")
+    socket = tmp_path / "podman.sock"
+    service = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{socket}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            if socket.exists():
+                break
+            time.sleep(0.1)
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{socket}")
+        monkeypatch.setenv("TURNBON_ENGINE", "docker")
+        yield
+    finally:
+        terminate(service)
+
+
+@pytest.mark.usefixtures("docker_on_podman")
+async def test_the_docker_cli_drives_the_same_episode() -> None:
+    # Not a fork: Podman 4.3's Docker API answers every commit with "Decode(): EOF".
+    episode = await _started(HELLO)
+    try:
+        assert episode.container.engine.name == "docker"
+        shown = await episode.run("ls /sys/class/net; df -m . | tail -1")
+        assert shown.output.split()[0] == "lo"
+        assert ("/dev/loop" in shown.output) is (os.geteuid() == 0)  # the storage volume
+        await episode.run_solution()
+        assert (await episode.verify()).passed
+        over = await episode.run("head -c 300M /dev/zero | tail > /dev/null")
+        assert over.over_budget is not None and over.over_budget.startswith("memory: ")
+    finally:
+        await episode.close()
+    assert await asyncio.to_thread(_left_behind) == {"container": [], "volume": [], "image": []}
