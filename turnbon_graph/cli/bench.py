@@ -17,7 +17,7 @@ from turnbon_graph.cli.arguments import (
     resume_command,
     subcommand,
 )
-from turnbon_graph.cli.strategy_flags import strategy_arguments
+from turnbon_graph.cli.strategy_flags import check_horizon, strategy_arguments
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -160,6 +160,7 @@ def strategy_of(
         raise ConfigurationError(
             "--width and --value apply to a search strategy: add --strategy beam or particle"
         )
+    check_horizon(args.horizon)
     if args.budget_unit != "tokens" and not args.token_budget:
         raise ConfigurationError(
             f"--budget-unit {args.budget_unit} says what --token-budget counts: add "

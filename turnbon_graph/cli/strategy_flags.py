@@ -30,6 +30,19 @@ def finite_positive(text: str) -> float:
     return value
 
 
+def check_horizon(horizon: int | None) -> None:
+    """Refuses a lookahead horizon above `MAX_HORIZON` (the flag's type is shared with
+    `turnbon rollouts --horizon`, which has no such bound)."""
+    from turnbon_graph.bench.strategies.names import MAX_HORIZON
+    from turnbon_graph.errors import ConfigurationError
+
+    if horizon is not None and horizon > MAX_HORIZON:
+        raise ConfigurationError(
+            f"--horizon {horizon} is above {MAX_HORIZON}, the most turns a lookahead rollout "
+            "continues (each turn of it is a generator call per candidate, all thrown away)"
+        )
+
+
 def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     """How each episode searches (`turnbon_graph.bench.strategies`, docs/strategies.md)."""
     from turnbon_graph.bench.strategies.names import (
@@ -78,7 +91,7 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--horizon",
-        type=at_most(MAX_HORIZON, "turns a rollout continues"),
+        type=positive_int,  # as `turnbon rollouts --horizon`; its bound: `check_horizon`
         metavar="H",
         help="lookahead: N candidates a turn, each distinct one run in a fork and rolled out "
         f"H turns (1 to {MAX_HORIZON}) at N=1; the one whose rollout --value scores best "
