@@ -9,7 +9,6 @@ nodes: the candidates are checkpointed between them, so a selector that pauses t
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -32,17 +31,15 @@ from turnbon_graph.records import (
     Usage,
     UsageSplit,
 )
-from turnbon_graph.selectors.base import Selection, Selector
+from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn._builder import call_client, resolve_selector
-from turnbon_graph.turn.candidates import Candidate, agreement, fallback_choice, group_by_action
+from turnbon_graph.turn.candidates import Candidate, agreement
+from turnbon_graph.turn.choice import choose
 from turnbon_graph.turn.generator import CandidateGenerator, CandidateSource, ModelPool
 from turnbon_graph.turn.state import GeneratedTurn
 
 EventSink = Callable[[dict[str, Any]], None]
 """Receives progress events: candidate_arrived, candidate_failed, selection_made."""
-
-INVALID_TURN = "every candidate's tool-call arguments were invalid"
-"""The `fallback` of a turn whose candidates all had unparseable tool-call arguments."""
 
 
 class TurnEngine:
@@ -348,7 +345,20 @@ class TurnEngine:
                 was shown.
         """
         started = time.monotonic()
-        selection, turn, selector_usage = await self._choose(messages, turn, on_event)
+        asked = turn  # a resample asks the same question: the same tools and settings
+
+        async def resample() -> GeneratedTurn:
+            return await self.generate(
+                messages, tools=asked.tools, extra=asked.extra, on_event=on_event
+            )
+
+        selection, turn, selector_usage = await choose(
+            self.selector,
+            self.transcript(messages),
+            turn,
+            dedupe=self.config.dedupe,
+            resample=resample,
+        )
         ok = turn.ok
         chosen = ok[selection.index]
         scores: list[float | None] | None = None
@@ -396,81 +406,6 @@ class TurnEngine:
                 }
             )
         return message
-
-    async def _choose(
-        self,
-        messages: Sequence[BaseMessage],
-        turn: GeneratedTurn,
-        on_event: EventSink | None,
-    ) -> tuple[Selection, GeneratedTurn, Usage]:
-        """The selection, the turn it was made in (a resample extends it), and what every
-        selector call cost."""
-        spent = Usage()
-        while True:
-            ok = turn.ok
-            if not ok[0].valid:
-                # No candidate's tool calls parsed: none can run, and no selector is asked.
-                index, rule = fallback_choice(ok)
-                why = f"{INVALID_TURN}; fell back to {rule}"
-                return Selection(index=index, selector="invalid", fallback=why), turn, spent
-            if len(group_by_action(ok)) == 1:
-                # Every candidate proposes the same action: there is nothing to choose.
-                label = "unanimous" if len(ok) > 1 else "single"
-                return Selection(index=0, selector=label), turn, spent
-            committed = turn.committed_position()
-            if committed is not None:
-                return Selection(index=committed, selector="agreement"), turn, spent
-            selection = await self._ask_selector(messages, ok)
-            spent = spent + selection.usage
-            if not selection.none_acceptable:
-                return selection, turn, spent
-            problem = "the selector rejected every candidate"
-            if not turn.rejected:  # one fresh batch, then fall back
-                try:
-                    fresh = await self.generate(
-                        messages, tools=turn.tools, extra=turn.extra, on_event=on_event
-                    )
-                except AllCandidatesFailedError as exc:
-                    problem += f" and the resample failed ({exc.last_error})"
-                else:
-                    turn = turn.resampled(fresh)
-                    continue
-            else:
-                problem += " twice"
-            index, rule = fallback_choice(ok)
-            fallback = selection.model_copy(
-                update={
-                    "index": index,
-                    "none_acceptable": False,
-                    "message": None,
-                    "fallback": f"{problem}; fell back to {rule}",
-                }
-            )
-            return fallback, turn, spent
-
-    async def _ask_selector(
-        self, messages: Sequence[BaseMessage], ok: list[Candidate]
-    ) -> Selection:
-        """The selector's choice as a position in `ok`; with `dedupe`, the selector sees
-        each distinct action once, with its vote count, and the answer is mapped back."""
-        groups = (
-            list(group_by_action(ok).values())
-            if self.config.dedupe
-            else [[p] for p in range(len(ok))]
-        )
-        shown = [dataclasses.replace(ok[g[0]], votes=len(g)) for g in groups]
-        selection = await self.selector.select(self.transcript(messages), shown)
-        if not 0 <= selection.index < len(shown):
-            raise ConfigurationError(
-                f"selector {self.selector.name!r} returned index {selection.index}, "
-                f"outside 0..{len(shown) - 1}; a Selector must return a position in the "
-                "candidates it was given"
-            )
-        scores = selection.scores
-        if scores is not None:
-            by_position = {p: s for g, s in zip(groups, scores, strict=True) for p in g}
-            scores = [by_position[p] for p in range(len(ok))]
-        return selection.model_copy(update={"index": groups[selection.index][0], "scores": scores})
 
 
 def _action(message: AIMessage) -> dict[str, Any]:
