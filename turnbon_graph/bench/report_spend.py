@@ -53,7 +53,7 @@ def spend_section(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]
             number(s.steps, 1),
             number(s.forks, 1),
             failures(s),
-            str(s.refused),
+            DASH if s.steps is None else str(s.refused),
         )
         for setting, s in summaries.items()
     ]
