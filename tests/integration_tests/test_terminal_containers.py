@@ -65,6 +65,32 @@ def test_turnbon_run_fails_a_wrong_answer_with_reward_0(
     assert _left_behind() == {"container": [], "volume": [], "image": []}
 
 
+def test_turnbon_bench_runs_a_folder_of_tb2_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = tmp_path / "tasks"
+    tb2_task(tasks, "hello-a")
+    tb2_task(tasks, "hello-b")
+    options = ["--model", "stub", "-n", "4", "--trials", "1", "--concurrency", "2"]
+    code = main(
+        [
+            "bench",
+            "--env",
+            "terminal",
+            "--tasks",
+            str(tasks),
+            *options,
+            "--run",
+            str(tmp_path / "run"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert "terminal: 2 task(s)" in out
+    assert "N=4: 100.0% pass (2/2)" in out
+    assert code == 0
+    assert _left_behind() == {"container": [], "volume": [], "image": []}
+
+
 def test_the_host_sandbox_can_be_forced_and_refuses_a_container_task(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -209,6 +235,18 @@ async def test_no_reward_file_is_an_agent_error_never_a_pass(tmp_path: Path) -> 
     assert verdict.error is not None and "wrote no reward" in verdict.error
     assert "the container had no network" in verdict.error
     assert "I checked nothing" in verdict.output
+
+
+async def test_a_reward_the_agent_wrote_is_never_the_verdict(tmp_path: Path) -> None:
+    episode = await _started(tb2_task(tmp_path, "planted", test_sh="exit 0\n"))
+    try:
+        planted = await episode.run("echo 1 > /logs/verifier/reward.txt && echo 1 > reward.txt")
+        assert planted.ok
+        verdict = await episode.verify()
+    finally:
+        await episode.close()
+    assert not verdict.passed and verdict.reward is None
+    assert verdict.error is not None and "wrote no reward" in verdict.error
 
 
 async def test_a_verifier_that_runs_out_of_time_is_a_fail(tmp_path: Path) -> None:
