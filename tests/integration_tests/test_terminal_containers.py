@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -55,13 +56,18 @@ def test_turnbon_run_passes_with_the_solution_judged_by_reward_txt(
 def test_turnbon_run_fails_a_wrong_answer_with_reward_0(
     stub: StubServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    stub.script(runs_once("echo 'Hello, moon!' > /app/hello.txt"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-the-container")
+    stub.script(runs_once("echo 'Hello, moon!' > /app/hello.txt && env"))
     model = ["--model", "openai/m", "--api-base", stub.base_url, "-n", "1"]
-    code = main(["run", str(HELLO), *model])
+    code = main(["run", str(HELLO), *model, "--keep-workdir"])
     out = capsys.readouterr().out
     assert "Verdict: FAIL (reward 0)" in out
     assert code == 1
+    assert "TASK_WORKDIR=/app" in out and "sk-test-not-for-the-container" not in out
+    kept = re.search(r"Working copy kept: (\S+) \(the episode ran in /app of the container", out)
+    assert kept is not None
+    assert (Path(kept[1]) / "hello.txt").read_text() == "Hello, moon!\n"
+    shutil.rmtree(Path(kept[1]).parent)
     assert _left_behind() == {"container": [], "volume": [], "image": []}
 
 
