@@ -7,7 +7,8 @@ tag and removes it when it ends (the engine's build cache spares the steps whose
 it still holds); with `keep_images=True` (or `TURNBON_KEEP_IMAGES=1`) the image is
 built once, tagged `:cached`, and reused by every later episode and run with the same
 context, until you remove it (`podman rmi` of the images labelled `turnbon.image`).
-A `docker_image` is pulled when it is not here, and never removed.
+A `docker_image` is pulled when it is not here (under Podman by its full name: a short
+one is Docker Hub's, as Docker reads it), and never removed.
 """
 
 from __future__ import annotations
@@ -42,9 +43,16 @@ async def episode_image(
 ) -> EpisodeImage:
     """The image for one episode of the task `spec` describes (built or pulled now)."""
     if spec.image is not None:
-        if not await engine.exists("image", spec.image):
-            await engine.call("pull", spec.image, limit_s=spec.build_timeout_s)
-        return EpisodeImage(spec.image)
+        name = qualified(spec.image) if engine.name == "podman" else spec.image
+        if not await engine.exists("image", name):
+            try:
+                await engine.call("pull", name, limit_s=spec.build_timeout_s)
+            except ContainerError as exc:
+                raise ContainerError(
+                    f"the task's image {name} could not be pulled ({exc}); check its name "
+                    "(docker_image in task.toml) and that its registry is reachable from here"
+                ) from None
+        return EpisodeImage(name)
     assert spec.dockerfile is not None
     context = spec.dockerfile.parent
     digest = await asyncio.to_thread(context_hash, context)
@@ -79,6 +87,16 @@ async def _build(engine: Engine, spec: ContainerSpec, name: str, labels: list[st
             f"the task's image did not build from {spec.dockerfile} ({exc}); fix its "
             "Dockerfile, or check that the images it starts FROM can be pulled here"
         ) from None
+
+
+def qualified(image: str) -> str:
+    """A Docker Hub image's full name, as Docker reads a short one (`org/name:tag` is
+    `docker.io/org/name:tag`, `name:tag` is `docker.io/library/name:tag`): Podman
+    resolves short names only where its registries.conf lists registries to search."""
+    first, slash, _ = image.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return image  # it names its registry
+    return f"docker.io/{image}" if slash else f"docker.io/library/{image}"
 
 
 def context_hash(context: Path) -> str:

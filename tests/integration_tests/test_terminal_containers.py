@@ -28,7 +28,7 @@ from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_graph.bench.episode import run_agent
 from turnbon_graph.cli import main
 from turnbon_graph.testing import StubServer
-from turnbon_terminal import TerminalEnvironment, TerminalEpisode
+from turnbon_terminal import ContainerError, TerminalEnvironment, TerminalEpisode
 from turnbon_terminal.container_episode import ContainerEpisode
 from turnbon_terminal.owners import current_owner
 
@@ -279,6 +279,21 @@ async def test_a_reward_file_that_links_elsewhere_is_not_read(tmp_path: Path) ->
     verdict, _ = await _verified(tb2_task(tmp_path, "linked", test_sh=script))
     assert not verdict.passed
     assert verdict.error is not None and "reward.txt is a symbolic link" in verdict.error
+
+
+async def test_an_image_that_cannot_be_pulled_ends_the_start_by_its_full_name(
+    tmp_path: Path,
+) -> None:
+    image = 'docker_image = "turnbon-graph-tests/no-such-image:0"\n'
+    folder = tb2_task(tmp_path, "unpullable", environment=image)
+    (folder / "environment" / "Dockerfile").unlink()
+    env, spec = _episode(folder)
+    with pytest.raises(ContainerError) as caught:
+        await env.start(spec, 0)
+    said = str(caught.value)
+    assert "docker.io/turnbon-graph-tests/no-such-image:0 could not be pulled" in said
+    assert "short-name" not in said  # Docker Hub's, as Docker reads it
+    assert await asyncio.to_thread(_left_behind) == {"container": [], "volume": [], "image": []}
 
 
 async def test_a_docker_image_task_runs_that_image_and_never_removes_it(tmp_path: Path) -> None:
