@@ -22,7 +22,11 @@ import asyncio, sys
 from langgraph_runtime_inmem.queue import _enable_blockbuster  # the server's own policy
 from turnbon_graph import ChatTurnBoN, create_turnbon_graph
 
-options = {"n": 2, "completion_kwargs": {"api_base": sys.argv[1], "api_key": "sk-test"}}
+options = {
+    "n": 2,
+    "completion_kwargs": {"api_base": sys.argv[1], "api_key": "sk-test"},
+    "trace": sys.argv[2],  # a JSON-lines trace: its file written off the loop too
+}
 graph = create_turnbon_graph("openai/stub", **options).compile()
 model = ChatTurnBoN(model="openai/stub", **options)
 
@@ -38,12 +42,12 @@ asyncio.run(main())
 """
 
 
-def test_the_first_turn_blocks_nothing_on_the_loop(stub: StubServer) -> None:
+def test_the_first_turn_blocks_nothing_on_the_loop(stub: StubServer, tmp_path: Path) -> None:
     stub.route(is_selector_request, chat_completion(json.dumps({"selected_index": 1})))
     stub.script(chat_completion("first"), chat_completion("second"))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_TURN, stub.base_url],
+        [sys.executable, "-c", FIRST_TURN, stub.base_url, str(tmp_path / "trace.jsonl")],
         capture_output=True,
         text=True,
         env=env,
@@ -53,6 +57,7 @@ def test_the_first_turn_blocks_nothing_on_the_loop(stub: StubServer) -> None:
     assert "BlockingError" not in done.stdout + done.stderr
     assert len(done.stdout.split()) == 2  # both turns answered
     assert any(is_selector_request(r) for r in stub.requests)  # the selector's call too
+    assert len((tmp_path / "trace.jsonl").read_text().splitlines()) == 2  # a line a turn
 
 
 # The Responses API's state, in a fresh interpreter too: the app in this process's loop
