@@ -7,12 +7,10 @@ every command of the episode run in it with `<engine> exec`.
         --entrypoint sleep IMAGE <the episode's longest possible life>
 
 The network is on only when the task allows it. Each command runs as
-`exec -w <workdir> CONTAINER timeout -s KILL <limit> bash -c COMMAND`: its time limit is
-kept inside the container, since killing the engine's client would leave the process
-running there. Every command also carries a variable naming it, by which a command
-whose output floods, or whose episode is cancelled, is found and killed. Processes a
-command leaves in the background run until the episode ends (as in the host sandbox),
-and their output after the command returned is not shown.
+`exec -w <workdir> CONTAINER timeout -s KILL <limit> bash -c COMMAND`
+(`turnbon_terminal.container_exec`). Processes a command leaves in the background run
+until the episode ends (as in the host sandbox), and their output after the command
+returned is not shown.
 
 The container removes itself when its `sleep` ends, whatever happened to this process;
 `close` removes it, its volume and an image built for it at once, and the first
@@ -22,23 +20,19 @@ episode of a run removes what runs that died left (`turnbon_terminal.owners`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import re
 import secrets
 import shutil
-import subprocess
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from turnbon_terminal.budget import ResourceBudget
 from turnbon_terminal.cgroups import EpisodeCgroup
+from turnbon_terminal.container_exec import COMMAND_ENV, exec_command
 from turnbon_terminal.engine import ContainerError, Engine
 from turnbon_terminal.errors import SandboxError
 from turnbon_terminal.images import EpisodeImage, episode_image, keep_images_by_default
-from turnbon_terminal.output import CappedOutput, Pump
 from turnbon_terminal.owners import OWNER_FILE, OWNER_LABEL, current_owner, sweep
 from turnbon_terminal.result import CommandResult
 from turnbon_terminal.settings import SandboxSettings
@@ -54,27 +48,11 @@ CONTAINER_PIDS = 4096
 """Processes a container may hold (Podman's default is 2048, Docker's unbounded)."""
 LIFETIME_MARGIN_S = 900.0
 """The container's `sleep` outlasts the episode's agent and verifier time by this much."""
-EXEC_GRACE_S = 5.0
-"""How long past a command's limit the client may take before it is killed too."""
-MARK = "TURNBON_COMMAND"
-COMMAND_ENV = {
-    "TERM": "dumb",
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "GIT_EDITOR": "true",
-    "DEBIAN_FRONTEND": "noninteractive",
-    "PYTHONUNBUFFERED": "1",
-}
-"""Set for the agent's commands: nothing waits for a terminal, a pager or an editor."""
 _NO_TIMEOUT = 4
 _PREPARE = (
     f'mkdir -p "$1" /logs/agent || exit 3; command -v timeout >/dev/null || exit {_NO_TIMEOUT}'
 )
 """Makes the working directory and says whether the image has coreutils' `timeout`."""
-_KILL_MARKED = (
-    'for d in /proc/[0-9]*; do grep -qs "$1" "$d/environ" && kill -9 "${d#/proc/}"; '
-    "done 2>/dev/null; true"
-)
 
 
 class ContainerHost:
@@ -129,7 +107,9 @@ def _host_folder(folders: Path, ident: str) -> Path:
     """The episode's folder on this machine, named for its owner first (blocking)."""
     folder = Path(tempfile.mkdtemp(prefix=f"{ident}-", dir=folders))
     (folder / OWNER_FILE).write_text(current_owner() + "\n")
-    (folder / "verifier").mkdir(mode=0o755)
+    # Writable by the image's user, whoever it is (as Harbor's): the folder above is ours.
+    (folder / "verifier").mkdir()
+    (folder / "verifier").chmod(0o777)
     return folder
 
 
@@ -206,7 +186,16 @@ class Container:
         self._running = True
         made, pid = await asyncio.gather(
             self.engine.call(
-                "exec", self.name, "sh", "-c", _PREPARE, "sh", self.workdir, check=False
+                "exec",
+                "-u",
+                "0",
+                self.name,
+                "sh",
+                "-c",
+                _PREPARE,
+                "sh",
+                self.workdir,
+                check=False,
             ),
             self.engine.lines("inspect", "--format", "{{.State.Pid}}", self.name),
         )
@@ -229,8 +218,10 @@ class Container:
         flags += ["--label", f"{OWNER_LABEL}={owner}"]
         if not self.network:
             flags += ["--network", "none"]
-        flags += ["--memory", f"{budget.memory_mb}m", "--memory-swap", f"{budget.memory_mb}m"]
-        flags += ["--cpus", f"{budget.cpus:g}", "--pids-limit", str(CONTAINER_PIDS)]
+        if self.settings.enforce_budgets:
+            memory = f"{budget.memory_mb}m"
+            flags += ["--memory", memory, "--memory-swap", memory, "--cpus", f"{budget.cpus:g}"]
+        flags += ["--pids-limit", str(CONTAINER_PIDS)]
         flags += ["-v", f"{self.verifier_logs}:{VERIFIER_LOGS}"]
         if self.volume is not None:
             flags += ["-v", f"{self.volume}:{self.workdir}"]
@@ -287,11 +278,13 @@ class Container:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         keep: int | None = None,
+        root: bool = False,
     ) -> CommandResult:
-        """Runs `argv` in the container; never raises for the command's own failure."""
+        """Runs `argv` in the container, as the image's user (as root with `root`: the
+        verifier's own steps); never raises for the command's own failure."""
         if self._closed:
             raise SandboxError("this episode is closed: start a new one to run commands")
-        result = await self._execute(argv, time_limit, env, cwd, keep)
+        result = await self._execute(argv, time_limit, env, cwd, keep, root)
         result.over_budget = await self.check_budget()
         return result
 
@@ -302,89 +295,20 @@ class Container:
         env: Mapping[str, str] | None,
         cwd: str | None,
         keep: int | None,
+        root: bool,
     ) -> CommandResult:
-        limit = self.settings.command_timeout if time_limit is None else time_limit
-        token = f"{MARK}={secrets.token_hex(8)}"
-        flags = ["exec", "-w", cwd or self.workdir, "-e", token]
-        for key, value in {**self.settings.env, **(env or {})}.items():
-            flags += ["-e", f"{key}={value}"]
-        inside = ["timeout", "-s", "KILL", f"{limit:.3f}"] if self._timeout else []
-        sink = CappedOutput(keep or self.settings.output_limit)
-        read_fd, write_fd = os.pipe()
-        started = time.monotonic()
-        try:
-            process = await asyncio.create_subprocess_exec(
-                self.engine.path,
-                *flags,
-                self.name,
-                *inside,
-                *argv,
-                stdin=subprocess.DEVNULL,
-                stdout=write_fd,
-                stderr=write_fd,
-                start_new_session=True,
-            )
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        pump = Pump(read_fd, sink, self.settings.hard_output_limit)
-        timed_out = flooded = False
-        try:
-            await pump.open()
-            waiter = asyncio.ensure_future(process.wait())
-            flood = asyncio.ensure_future(pump.flooded.wait())
-            try:
-                await asyncio.wait(
-                    {waiter, flood}, timeout=limit + EXEC_GRACE_S, return_when="FIRST_COMPLETED"
-                )
-            finally:
-                flood.cancel()
-            if not waiter.done():
-                flooded = pump.flooded.is_set()
-                timed_out = not flooded
-                await self._kill_marked(token)
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-            await waiter
-            assert pump.task is not None
-            await asyncio.wait_for(asyncio.shield(pump.task), self.settings.background_grace)
-        except TimeoutError:
-            pass  # the client's output is closed when it ends: nothing more to read
-        except BaseException:
-            # Cancelled (the agent's time ran out): nothing of it may live on.
-            await asyncio.shield(self._kill_marked(token))
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await pump.stop()
-            raise
-        finally:
-            await pump.stop()
-        sink.freeze()
-        code = process.returncode if process.returncode is not None else -9
-        duration = time.monotonic() - started
-        if code == 137 and self._timeout and duration >= limit:
-            timed_out = True  # `timeout -s KILL` ended it
-        return CommandResult(
-            output=sink.text(),
-            exit_code=-9 if timed_out or flooded else code,
-            timeout=limit,
-            timed_out=timed_out,
-            flooded=flooded,
-            total_bytes=sink.seen,
-            hard_limit=self.settings.hard_output_limit,
-            duration_s=round(duration, 3),
+        return await exec_command(
+            self.engine,
+            self.name,
+            self.settings,
+            argv,
+            limit=self.settings.command_timeout if time_limit is None else time_limit,
+            env={**self.settings.env, **(env or {})},
+            cwd=cwd or self.workdir,
+            keep=keep,
+            root=root,
+            timeout_inside=self._timeout,
         )
-
-    async def _kill_marked(self, token: str) -> None:
-        """Kills every process in the container that carries `token` in its environment."""
-        if self._running and not self._closed:
-            with contextlib.suppress(ContainerError, OSError):
-                await self.engine.call(
-                    "exec", self.name, "sh", "-c", _KILL_MARKED, "sh", token,
-                    limit_s=30.0, check=False,
-                )  # fmt: skip
 
     async def copy_in(self, source: Path, target: str) -> None:
         """Copies the host folder `source` into the container as `target`."""

@@ -185,7 +185,7 @@ class ContainerEpisode:
         # Whatever the agent left there, a reward file it wrote included.
         old = [f"{VERIFIER_LOGS}/{name}" for name in (REWARD_JSON, REWARD_TEXT, TEST_OUTPUT)]
         cleared = await self.container.execute(
-            ["rm", "-rf", "--", TESTS, PYTEST_SITE, *old], time_limit=STEP_LIMIT_S
+            ["rm", "-rf", "--", TESTS, PYTEST_SITE, *old], time_limit=STEP_LIMIT_S, root=True
         )
         if not cleared.ok:
             raise ContainerError(f"could not remove the old /tests: {cleared.render()[-500:]}")
@@ -193,7 +193,9 @@ class ContainerEpisode:
         env = dict(self.task.verifier_env)
         if self.task.has_test_script:
             script = f"{TESTS}/{TEST_SCRIPT}"
-            await self.container.execute(["chmod", "+x", script], time_limit=STEP_LIMIT_S)
+            await self.container.execute(
+                ["chmod", "+x", script], time_limit=STEP_LIMIT_S, root=True
+            )
         else:
             site = await asyncio.to_thread(pytest_site, self.container.host.work_root)
             await self.container.copy_in(site, PYTEST_SITE)

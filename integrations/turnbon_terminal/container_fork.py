@@ -61,7 +61,9 @@ async def fork_container(parent: Container) -> Container:
 async def _copy_workdir(parent: Container, child: Container) -> None:
     """The child's working directory made a copy of the parent's (the commit left it
     out: it is a volume on one side at least)."""
-    emptied = await child.execute(["sh", "-c", _EMPTY, "sh", child.workdir], time_limit=120)
+    emptied = await child.execute(
+        ["sh", "-c", _EMPTY, "sh", child.workdir], time_limit=120, root=True
+    )
     if not emptied.ok:
         raise ContainerError(f"could not empty the fork's {child.workdir}: {emptied.output}")
     await parent.engine.pipe(

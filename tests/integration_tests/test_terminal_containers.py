@@ -296,6 +296,17 @@ async def test_an_image_that_cannot_be_pulled_ends_the_start_by_its_full_name(
     assert await asyncio.to_thread(_left_behind) == {"container": [], "volume": [], "image": []}
 
 
+async def test_an_image_whose_user_is_not_root_works_and_is_verified_as_that_user(
+    tmp_path: Path,
+) -> None:
+    folder = tb2_task(tmp_path, "unprivileged", test_sh=(HELLO / "tests" / "test.sh").read_text())
+    dockerfile = f"FROM {BASE_IMAGE}\nWORKDIR /app\nRUN chown nobody /app\nUSER nobody\n"
+    (folder / "environment" / "Dockerfile").write_text(dockerfile)
+    verdict, who = await _verified(folder, solve=True, then="id -un; stat -c %U hello.txt")
+    assert who.split() == ["nobody", "nobody"]
+    assert verdict.passed and verdict.reward == 1.0
+
+
 async def test_a_docker_image_task_runs_that_image_and_never_removes_it(tmp_path: Path) -> None:
     folder = tb2_task(tmp_path, "prebuilt", environment=f'docker_image = "{BASE_IMAGE}"\n')
     (folder / "environment" / "Dockerfile").unlink()
