@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from turnbon_terminal.engine import ContainerError, Engine
-from turnbon_terminal.output import CappedOutput, Pump
+from turnbon_terminal.output import CappedOutput, Pump, exited_or_flooded
 from turnbon_terminal.result import CommandResult
 from turnbon_terminal.settings import SandboxSettings
 
@@ -82,14 +82,7 @@ async def exec_command(
     timed_out = flooded = False
     try:
         await pump.open()
-        waiter = asyncio.ensure_future(process.wait())
-        flood = asyncio.ensure_future(pump.flooded.wait())
-        try:
-            await asyncio.wait(
-                {waiter, flood}, timeout=limit + EXEC_GRACE_S, return_when="FIRST_COMPLETED"
-            )
-        finally:
-            flood.cancel()
+        waiter = await exited_or_flooded(process, pump, limit + EXEC_GRACE_S)
         if not waiter.done():
             flooded = pump.flooded.is_set()
             timed_out = not flooded

@@ -98,3 +98,20 @@ class Pump:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
+
+
+async def exited_or_flooded(
+    process: asyncio.subprocess.Process, pump: Pump, limit: float
+) -> asyncio.Future[int]:
+    """Waits until `process` exits, its output passes the pump's hard limit, or `limit`
+    seconds pass; returns the future of its exit code (not done: it still runs)."""
+    waiter = asyncio.ensure_future(process.wait())
+    flood = asyncio.ensure_future(pump.flooded.wait())
+    try:
+        await asyncio.wait({waiter, flood}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        waiter.cancel()
+        raise
+    finally:
+        flood.cancel()
+    return waiter

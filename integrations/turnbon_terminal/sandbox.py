@@ -44,7 +44,7 @@ from turnbon_terminal.bwrap import Layout, Session, find_tools
 from turnbon_terminal.enforcement import Enforcement, EpisodeResources
 from turnbon_terminal.envvars import SAFE_PATH, sandbox_env
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.output import CappedOutput, Pump
+from turnbon_terminal.output import CappedOutput, Pump, exited_or_flooded
 from turnbon_terminal.result import CommandResult
 from turnbon_terminal.settings import Fresh, SandboxSettings
 from turnbon_terminal.users import (
@@ -377,19 +377,12 @@ class Sandbox:
         waiter: asyncio.Future[int] | None = None
         try:
             await pump.open()
-            waiter = asyncio.ensure_future(process.wait())
-            flood = asyncio.ensure_future(pump.flooded.wait())
-            try:
-                await asyncio.wait(
-                    {waiter, flood}, timeout=limit, return_when=asyncio.FIRST_COMPLETED
-                )
-                if not waiter.done():
-                    flooded = flood.done()
-                    timed_out = not flooded
-                    _kill_group(process.pid)
-                    await waiter
-            finally:
-                flood.cancel()
+            waiter = await exited_or_flooded(process, pump, limit)
+            if not waiter.done():
+                flooded = pump.flooded.is_set()
+                timed_out = not flooded
+                _kill_group(process.pid)
+                await waiter
             assert pump.task is not None
             try:
                 await asyncio.wait_for(asyncio.shield(pump.task), self.settings.background_grace)

@@ -243,6 +243,22 @@ async def test_no_reward_file_is_an_agent_error_never_a_pass(tmp_path: Path) -> 
     assert "I checked nothing" in verdict.output
 
 
+async def test_a_command_that_floods_or_outlives_its_limit_is_killed_inside() -> None:
+    episode = await _started(HELLO)
+    running = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null"
+    try:
+        flood = await episode.run("yes")
+        slow = await episode.run("sleep 77", time_limit=1.0)
+        left = await episode.run(f"{running} | grep -c -e '^yes' -e '^sleep 77' || true")
+    finally:
+        await episode.close()
+    assert flood.flooded and "[more than 10 MiB of output: the command was killed]" in (
+        flood.render()
+    )
+    assert slow.timed_out and "[timed out after 1 s: the command was killed]" in slow.render()
+    assert left.output.strip() == "0"
+
+
 async def test_a_reward_the_agent_wrote_is_never_the_verdict(tmp_path: Path) -> None:
     episode = await _started(tb2_task(tmp_path, "planted", test_sh="exit 0\n"))
     try:
