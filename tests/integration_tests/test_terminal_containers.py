@@ -23,7 +23,7 @@ from tests.container_tasks import (
     needs_podman,
     tb2_task,
 )
-from tests.helpers import runs_once, stub_engine, terminate
+from tests.helpers import episode_lines, runs_once, stub_engine, terminate
 from turnbon_graph.bench.environment import TaskSpec, Verdict
 from turnbon_graph.bench.episode import run_agent
 from turnbon_graph.cli import main
@@ -94,6 +94,9 @@ def test_turnbon_bench_runs_a_folder_of_tb2_tasks(
     assert "terminal: 2 task(s)" in out
     assert "N=4: 100.0% pass (2/2)" in out
     assert code == 0
+    rows = episode_lines(tmp_path / "run")
+    assert [(r.outcome, r.reward) for r in rows] == [("pass", 1.0), ("pass", 1.0)]
+    assert all("PASS: /app/hello.txt is right" in r.verifier_output for r in rows)
     assert _left_behind() == {"container": [], "volume": [], "image": []}
 
 

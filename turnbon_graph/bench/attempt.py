@@ -68,6 +68,7 @@ async def run_episode(
         error=end.error,
         verifier_output=(end.verdict.output if end.verdict else "")[-4000:],
         tamper=end.verdict.tamper if end.verdict else [],
+        reward=end.verdict.reward if end.verdict else None,
         category=task.category,
         difficulty=task.difficulty,
         worker=current_worker(),

@@ -123,6 +123,9 @@ class EpisodeResult(BaseModel):
     tamper: list[str] = Field(default_factory=list)
     """The verifier's evidence that the deliverable meddled with its verification
     (`Verdict.tamper`); empty when it saw none, or the attempt has no verdict."""
+    reward: float | None = None
+    """The verifier's reward (`Verdict.reward`: a Terminal-Bench 2 task's reward file);
+    None when it gives none, or the attempt has no verdict."""
 
     @property
     def passed(self) -> bool:
