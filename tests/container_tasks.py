@@ -4,6 +4,7 @@ shipped test task `tests/tb2_tasks/hello-file`, and what the engine holds of a p
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ HELLO = Path(__file__).resolve().parent / "tb2_tasks" / "hello-file"
 BASE_IMAGE = "localhost/turnbon-bookworm:latest"
 
 
+@functools.cache
 def podman_ready() -> str | None:
     """Why the container tests cannot run here, or None when Podman and the base
     image are present."""
