@@ -11,8 +11,9 @@ namespace, however it detached, before PID 1 is gone.
 What the sandbox sees: a read-only root with the system directories read-only (`/usr`,
 `/etc`, `/bin`, `/lib` ...), a fresh `/proc`, a minimal read-only `/dev`, its own empty
 `/tmp`, `/var/tmp` and `/dev/shm` (sized tmpfs, gone with it, counted in the episode's
-memory), the episode's `work/` and `tmp/` (the only host places it can write, on the
-episode's own file system where there is one) and whatever a caller binds read-only.
+memory), the episode's `work/` and `tmp/` at fixed paths, the same in every episode and
+fork (`WORK_PLACE`, `TMP_PLACE`: the only host places it can write, on the episode's own
+file system where there is one) and whatever a caller binds read-only.
 Not the runner's processes, home, environment, run folders or any other episode;
 package directories and task folders that happen to lie below a system directory are
 masked with an empty tmpfs.
@@ -44,6 +45,12 @@ SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/li
 """Bound read-only (or recreated as the same symlink, on merged-/usr systems)."""
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup")
+WORK_PLACE = Path("/sandbox/work")
+"""Where every episode sees its working directory (its `HOME` and `$TASK_WORKDIR`): one
+path for all, forks included, so an absolute path the agent wrote into its folder (a
+shebang, a virtualenv's scripts, a config file) holds in a fork of the episode too."""
+TMP_PLACE = Path("/sandbox/tmp")
+"""Where every episode sees its `TMPDIR` (the episode's tmp/, which a fork copies)."""
 _NSENTER_FLAG = {"mnt": "mount"}
 _START_TIMEOUT = 30.0
 _READY = b"ready\n"
@@ -72,7 +79,8 @@ class Layout:
     """The options of one `bwrap`: namespaces, mounts, environment, working directory."""
 
     writable: Sequence[Path]
-    """Host directories bound read-write at the same path (the episode's work/, tmp/)."""
+    """Host directories bound read-write (the episode's work/, tmp/), each at its path in
+    `places`, else at the same path."""
     readonly: Sequence[Path] = ()
     """Host paths bound read-only at the same path (the verifier's tests, pytest)."""
     hidden: Sequence[Path] = ()
@@ -81,6 +89,8 @@ class Layout:
     tmpfs_bytes: int = 1 << 30
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    places: Mapping[Path, Path] = field(default_factory=dict)
+    """Where a writable host directory is bound inside (`WORK_PLACE`, `TMP_PLACE`)."""
     init: bool = True
     """bwrap's own PID 1 reaps the sandbox's orphans. False: the command is PID 1
     (`--as-pid-1`), for a one-off command whose exit ends the sandbox: bwrap's init
@@ -116,9 +126,10 @@ class Layout:
             args += ["--perms", "1777", "--size", str(self.tmpfs_bytes), "--tmpfs", place]
         if self.network and Path("/run/systemd/resolve").is_dir():
             args += ["--ro-bind", "/run/systemd/resolve", "/run/systemd/resolve"]
-        for kind, paths in (("--bind", self.writable), ("--ro-bind", self.readonly)):
-            for bound in paths:
-                args += [kind, str(bound), str(bound)]
+        for bound in self.writable:
+            args += ["--bind", str(bound), str(self.places.get(bound, bound))]
+        for bound in self.readonly:
+            args += ["--ro-bind", str(bound), str(bound)]
         # Last, once every mount point exists: the root and /dev (tmpfs bwrap made, of
         # half the host's memory) take no files; the mounts on them keep their own mode.
         args += ["--remount-ro", "/dev", "--remount-ro", "/"]

@@ -40,7 +40,7 @@ from typing import Any
 
 import turnbon_graph
 from turnbon_terminal.budget import ResourceBudget
-from turnbon_terminal.bwrap import Layout, Session, find_tools
+from turnbon_terminal.bwrap import TMP_PLACE, WORK_PLACE, Layout, Session, find_tools
 from turnbon_terminal.enforcement import Enforcement, EpisodeResources
 from turnbon_terminal.envvars import SAFE_PATH, sandbox_env
 from turnbon_terminal.errors import SandboxError
@@ -224,8 +224,8 @@ class Sandbox:
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         return sandbox_env(
-            workdir=self.workdir,
-            tmpdir=self.tmpdir,
+            workdir=self.inside(self.workdir),
+            tmpdir=self.inside(self.tmpdir),
             extra={**self.settings.env, **(extra or {})},
         )
 
@@ -238,6 +238,12 @@ class Sandbox:
         if self._lease is None:
             return {}
         return {"user": self._lease.uid, "group": self._lease.gid, "extra_groups": []}
+
+    def inside(self, path: Path) -> Path:
+        """Where the agent sees its work or tmp folder `path`: under bwrap, a fixed path
+        (`bwrap.WORK_PLACE`, the same in every episode and fork); else `path` itself."""
+        places = {self.workdir: WORK_PLACE, self.tmpdir: TMP_PLACE}
+        return places.get(path, path) if self.host.tools is not None else path
 
     @property
     def writable_dirs(self) -> tuple[Path, ...]:
@@ -254,7 +260,8 @@ class Sandbox:
             network=self.network,
             tmpfs_bytes=self.settings.limits.tmpfs_bytes,
             env=env,
-            cwd=cwd or self.workdir,
+            cwd=cwd or self.inside(self.workdir),
+            places={d: self.inside(d) for d in self.writable_dirs},
         )
 
     def _start_session(self, previous: concurrent.futures.Future[Session] | None) -> Session:
@@ -344,7 +351,8 @@ class Sandbox:
     ) -> CommandResult:
         limit = self.settings.command_timeout if time_limit is None else time_limit
         sink = CappedOutput(keep or self.settings.output_limit)
-        command, options = await self._launch(argv, cwd or self.workdir, self.env(env), fresh)
+        cwd = cwd or self.inside(self.workdir)
+        command, options = await self._launch(argv, cwd, self.env(env), fresh)
         read_fd, write_fd = os.pipe()
         started = time.monotonic()
         try:

@@ -251,7 +251,7 @@ async def _run_tests(
     args = ["-q", "--tb=short", "--color=no", "-p", "no:cacheprovider", "-c", str(tests / INI_NAME)]
     args += ["--rootdir", str(tests), "--import-mode=importlib"]
     args += [f"--junitxml={folder.reports / REPORT_NAME}", str(tests)]
-    setup: dict[str, object] = {**pipes.setup(), "workdir": str(sandbox.workdir)}
+    setup: dict[str, object] = {**pipes.setup(), "workdir": str(sandbox.inside(sandbox.workdir))}
     setup |= {"tests": str(tests)}
     setup |= {"reports": str(folder.reports), "site": str(runtime.site)}
     python = [runtime.candidate.python, "-I", "-B", "-X", f"pycache_prefix={cache}"]

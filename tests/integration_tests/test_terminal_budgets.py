@@ -107,7 +107,7 @@ async def test_going_over_the_budget_anywhere_ends_the_episode(tmp_path: Path, w
         assert f"[the episode went over its budget ({kind}:" in result.render()
         with pytest.raises(ResourceLimitError):
             await started.verify()  # no verdict for an episode that went over
-        used = await started.run(f"du -sk --apparent-size {started.workdir} $TMPDIR | cut -f1")
+        used = await started.run('du -sk --apparent-size "$TASK_WORKDIR" "$TMPDIR" | cut -f1')
         kept = sum(int(n) for n in used.output.split()[:2]) * 1024
         assert kept < 600 * MIB, "more than the budget reached the episode's disk"
     # Everything the episode held is back: its image, its mount, its tmpfs pages.

@@ -122,6 +122,67 @@ async def test_pipes_and_sockets_are_left_out_with_a_note(
         await fork.close()
 
 
+RUNS_THE_TOOL = """
+import os, subprocess
+
+
+def test_the_tool_runs() -> None:
+    tool = os.path.join(os.environ["TASK_WORKDIR"], "tool")
+    assert subprocess.run([tool], capture_output=True, text=True).stdout == "ran\\n"
+"""
+PLANT_ABSOLUTE = (
+    "cp /bin/bash mybash && printf '#!%s/mybash\\necho ran\\n' \"$PWD\" > tool && chmod +x tool"
+    ' && ln -s "$PWD/tool" abs-link && echo "$TMPDIR" > tmpdir.txt && pwd'
+)
+"""A script whose shebang is an absolute path into the work folder, an absolute link to
+it, and the TMPDIR's path written down (a virtualenv writes its paths the same way)."""
+
+
+async def test_a_fork_sees_its_folders_at_the_paths_its_parent_did(tmp_path: Path) -> None:
+    """What the agent wrote with absolute paths works in a fork, after its parent closed,
+    and the fork's verifier runs it at that path too: every episode and every fork sees
+    its work folder at one path (under bwrap). Before, a fork's path was its own host
+    folder's, and the shebang pointed into its parent's: `bad interpreter`."""
+    write_task(tmp_path / "tasks", "shebang", RUNS_THE_TOOL)
+    env = TerminalEnvironment(tmp_path / "tasks")
+    parent = await env.start(spec(env, "shebang"), 0)
+    try:
+        planted = await parent.run(PLANT_ABSOLUTE)
+        assert planted.ok, planted.output
+        fork = await parent.fork()
+    finally:
+        await parent.close()
+    try:
+        assert fork.workdir != parent.workdir  # its own host folder
+        seen = await fork.run('./tool && ./abs-link && pwd && test "$(cat tmpdir.txt)" = "$TMPDIR"')
+        assert seen.ok, seen.output
+        assert seen.output == f"ran\nran\n{planted.output.splitlines()[-1]}\n"
+        assert (await fork.verify()).passed
+    finally:
+        await fork.close()
+
+
+async def test_a_fork_carries_the_files_not_the_processes_nor_the_sandboxs_tmp(
+    episode: TerminalEpisode,
+) -> None:
+    """What a fork does not carry: a process the episode left running, and the files of
+    the sandbox's own /tmp (a tmpfs of its own); the episode keeps both."""
+    made = await episode.run(
+        "echo kept > /tmp/scratch && echo kept > note.txt && (sleep 302 >/dev/null 2>&1 &)"
+    )
+    assert made.ok, made.output
+    look = (  # `30[2]`: the pattern matches the sleep, not this shell's command line
+        "cat note.txt; cat /tmp/scratch 2>/dev/null || echo no-scratch; "
+        "pgrep -f 'sleep 30[2]' >/dev/null && echo running || echo not-running"
+    )
+    fork = await episode.fork()
+    try:
+        assert (await fork.run(look)).output == "kept\nno-scratch\nnot-running\n"
+        assert (await episode.run(look)).output == "kept\nkept\nrunning\n"
+    finally:
+        await fork.close()
+
+
 SWAPPER = """
     import os, sys, time
 

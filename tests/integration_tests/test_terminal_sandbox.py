@@ -103,7 +103,8 @@ async def test_commands_run_in_the_episodes_directory_and_namespaces() -> None:
         assert int(uid) == (box.uid if ROOT else os.geteuid())
         if ROOT:
             assert box.uid is not None and box.uid >= 1_000_000
-        assert cwd == home == str(box.workdir)
+        # The work folder at the path every episode and fork sees it at.
+        assert cwd == home == str(box.inside(box.workdir)) == "/sandbox/work"
         assert mode == "700"
         assert "No such file or directory" in rest[-1]  # no /root, /home, /work...
         assert not {"root", "home", "work", "run"} & set(rest[:-1])
@@ -142,8 +143,9 @@ async def test_episodes_cannot_see_each_others_files() -> None:
         for target in [first.workdir / "note.txt", first.tmpdir / "t.txt", first.workdir]:
             result = await second.run(f"cat {target} || ls {target}")
             assert "No such file" in result.output and "private" not in result.output
-        listing = await second.run(f"ls {first.root.parent}")
-        assert listing.output.split() == [second.root.name]
+        # No episode's host folder is in a sandbox: each sees its own at /sandbox.
+        listing = await second.run(f"ls {first.root.parent} {second.root}")
+        assert "No such file" in listing.output and first.root.name not in listing.output
 
 
 async def test_a_hanging_command_is_killed_at_its_timeout() -> None:

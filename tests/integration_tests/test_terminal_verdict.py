@@ -151,7 +151,8 @@ async def verifier_python(run: TerminalEpisode) -> tuple[str | None, str]:
         text=True,
         check=True,
     )
-    site = f"{run.workdir}/.local/lib/python{probe.stdout.strip()}/site-packages"
+    home = run.sandbox.inside(run.workdir)  # the workdir as the sandbox sees it
+    site = f"{home}/.local/lib/python{probe.stdout.strip()}/site-packages"
     return (candidate.python if candidate.prefix is None else None), site
 
 
@@ -269,9 +270,9 @@ def cli_task(root: Path, solve: str) -> Path:
 
 
 async def _site_of(root: Path) -> str:
-    """The user site as a path below HOME (the workdir), for solve.sh."""
+    """The user site as a path below HOME (the workdir, as the agent sees it), for solve.sh."""
     async with episode(root) as run:
-        return (await user_site(run)).removeprefix(str(run.workdir) + "/")
+        return (await user_site(run)).removeprefix(str(run.sandbox.inside(run.workdir)) + "/")
 
 
 def run_cli(folder: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, Path]:
