@@ -15,6 +15,8 @@ partial trajectory by where it is on the solution path: `VALUE_DONE` once the so
 ran and the agent said so, `VALUE_SOLVED` once it ran, `VALUE_GAVE_UP` for an answer
 given without it, `VALUE_LOOKING` while the agent only looked around. So beam search
 keeps the branch that ran the solution, and particle filtering draws it most often.
+Asked to write the action (the fusion and refine selectors), it writes out the one it
+would pick.
 
 Draws are seeded by `seed`, the request's content and a counter of how many times that
 content was seen, so the N identical requests of one turn differ, and a request asking for
@@ -169,9 +171,10 @@ class StubPolicy:
         shown = _text(messages[-1].get("content")) if messages else ""
         choice, reason = 0, "no candidate runs the reference solution; taking the first"
         ranked: list[tuple[str, int]] = []
+        actions: dict[int, dict[str, Any]] = {}
         for index, body in _BLOCK.findall(shown):
             try:
-                action = json.loads(body)
+                action = actions[int(index)] = json.loads(body)
             except ValueError:
                 continue
             calls = action.get("tool_calls") or []
@@ -183,7 +186,14 @@ class StubPolicy:
             if ranked:  # by the actions, not their places: the same pick in any order
                 choice = min(ranked)[1]
                 reason = "no candidate runs the reference solution; taking a seeded pick"
-        return chat_completion(json.dumps({"reason": reason, "selected_index": choice}))
+        # The pick's own action too: what a selector that writes the action (fusion,
+        # refine) reads, the same pick written out unchanged.
+        picked = actions.get(choice, {})
+        written = {
+            "content": picked.get("content") or "",
+            "tool_calls": picked.get("tool_calls") or [],
+        }
+        return chat_completion(json.dumps({"reason": reason, "selected_index": choice, **written}))
 
     # ------------------------------------------------------------------ value model
 

@@ -149,6 +149,8 @@ def stub_tokens(requests: list[CapturedRequest]) -> int:
         StrategySpec(name="beam", width=2),
         StrategySpec(name="particle", width=3),
         StrategySpec(name="bon"),
+        StrategySpec(name="fusion"),
+        StrategySpec(name="refine"),  # its inner selector's calls metered too
     ],
     ids=lambda s: s.name,
 )

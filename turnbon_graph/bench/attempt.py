@@ -40,9 +40,14 @@ async def run_episode(
     trial: int,
     n: int,
     run_dir: Path,
+    *,
+    strategy: StrategySpec | None = None,
+    setting: str | None = None,
 ) -> EpisodeResult:
-    """One attempt: the agent loop (and any follow-up user turns), then the verifier."""
-    setting = setting_label(n)
+    """One attempt: the agent loop (and any follow-up user turns), then the verifier.
+    `strategy`: the setting's, when it is not plain bon (fusion and refine run here,
+    with their selector in `engine`); `setting`: its label (default: `N=<n>`)."""
+    setting = setting or setting_label(n)
     log = TurnLog(turns_path(run_dir, setting, task.id, trial))
     started = time.monotonic()
     try:
@@ -72,7 +77,7 @@ async def run_episode(
         category=task.category,
         difficulty=task.difficulty,
         worker=current_worker(),
-        strategy=StrategySpec(),
+        strategy=strategy or StrategySpec(),
         tokens=usage.generator.total_tokens + usage.selector.total_tokens,
     )
 

@@ -30,7 +30,9 @@ from turnbon_graph.bench.runs import (
     strategy_list,
 )
 from turnbon_graph.bench.search_episode import run_search_episode
+from turnbon_graph.bench.strategies.bon_selectors import with_selector
 from turnbon_graph.bench.strategies.budget import Estimates
+from turnbon_graph.bench.strategies.registry import strategy_kind
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selector
@@ -76,8 +78,12 @@ class BenchConfig:
 
     @property
     def settings(self) -> list[Setting]:
-        """The run's settings: each strategy at each N."""
-        return settings_of(strategy_list(self.strategies, self.strategy), self.n_values)
+        """The run's settings: each strategy at each N (an error when two share a label,
+        or a strategy is unknown)."""
+        specs = strategy_list(self.strategies, self.strategy)
+        for spec in specs:
+            strategy_kind(spec.name)  # registered, or a clear error
+        return settings_of(specs, self.n_values, strict=True)
 
 
 Todo = tuple[TaskSpec, int, Setting]
@@ -170,7 +176,11 @@ async def run_setting_episode(
     run_dir: Path,
 ) -> EpisodeResult:
     """One episode of `setting` into `run_dir`, as every runner runs it: through the
-    setting's search strategy, or as a plain bon attempt of the agent graph."""
+    setting's search strategy, or as a plain bon attempt of the agent graph (with the
+    setting's own selector for fusion and refine: `bon_selectors`)."""
+    kind = strategy_kind(setting.strategy.name)
+    if kind.selector is not None:
+        engine = with_selector(engine, kind.selector)
     if setting.search is not None:
         return await run_search_episode(
             environment,
@@ -184,4 +194,13 @@ async def run_setting_episode(
             value_kwargs=config.value_kwargs,
             estimates=config.estimates,
         )
-    return await run_episode(environment, engine, task, trial, setting.n, run_dir)
+    return await run_episode(
+        environment,
+        engine,
+        task,
+        trial,
+        setting.n,
+        run_dir,
+        strategy=setting.strategy,
+        setting=setting.label,
+    )

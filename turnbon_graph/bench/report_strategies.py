@@ -231,6 +231,15 @@ def section(
         "",
         *image(plots, TOKENS_PLOT, "Pass rate against tokens per episode, one line per strategy"),
     ]
+    oracles = [s for s in order if strategy_of(groups[s][0]).oracle]
+    if oracles:
+        lines += [
+            f"> **An oracle, not a strategy:** {', '.join(f'`{s}`' for s in oracles)} "
+            "scored every partial trajectory by the task's own tests (`--value oracle`), "
+            "so the verifier guided the search. Their pass rates bound what a value "
+            "function could reach; they leak the verifier and are no strategy's result.",
+            "",
+        ]
     if per_turn:
         turns = sorted({t for d in per_turn.values() for t in d.distinct})
         lines += [

@@ -28,7 +28,9 @@ from pydantic import BaseModel, Field
 
 from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.bench.strategies.record import SearchRecord
+from turnbon_graph.bench.strategies.registry import known_kind
 from turnbon_graph.bench.strategies.spec import StrategySpec
+from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage, UsageSplit
 
 SETTINGS_FILE = "run.json"
@@ -164,19 +166,34 @@ def strategy_list(
     return [strategy or StrategySpec()]
 
 
-def settings_of(strategies: Sequence[StrategySpec], n_values: Sequence[int]) -> list[Setting]:
-    """A setting per strategy and N, strategy by strategy: particle filtering takes one
-    candidate per particle, so it runs at N=1 only. When the strategies' token budgets
-    differ, each label ends in its budget (`beam W=2 N=2 budget=4000`); the labels of a
-    run of one budget are as they always were."""
+def settings_of(
+    strategies: Sequence[StrategySpec], n_values: Sequence[int], *, strict: bool = False
+) -> list[Setting]:
+    """A setting per strategy and N, strategy by strategy: a strategy that runs at one N
+    only (particle filtering: N=1, `registry.StrategyKind.n`) at that one. When the
+    strategies' token budgets differ, each label ends in its budget (`beam W=2 N=2
+    budget=4000`); the labels of a run of one budget are as they always were.
+
+    Raises:
+        ConfigurationError: with `strict` (a run being made), two different settings
+            have one label (two value models of one strategy, say): each needs its own.
+    """
     budgets = {spec.token_budget for spec in strategies}
     settings: dict[str, Setting] = {}
     for spec in strategies:
-        for n in [1] if spec.name == "particle" else n_values:
-            label = setting_label(n, spec if spec.searches else None)
+        kind = known_kind(spec.name)
+        for n in [kind.n] if kind is not None and kind.n is not None else n_values:
+            label = spec.label(n)
             if len(budgets) > 1 and spec.token_budget is not None:
                 label += f" budget={spec.budget_text}"
-            settings.setdefault(label, Setting(spec, n, label))
+            same = settings.setdefault(label, Setting(spec, n, label))
+            if strict and same.strategy != spec:
+                raise ConfigurationError(
+                    f"two settings of the run are both labelled {label!r} ({same.strategy} "
+                    f"and {spec}): a label shows the strategy, its width, horizon, "
+                    "agreement, N, budget and a value function that is no model, so run "
+                    "settings that differ otherwise in runs of their own"
+                )
     return list(settings.values())
 
 

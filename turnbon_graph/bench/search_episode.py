@@ -9,7 +9,6 @@ An episode whose budget cannot afford one call ends as `budget_exhausted`, unver
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -21,56 +20,31 @@ from turnbon_graph.bench.attempt import TurnLog
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.episode import EpisodeEnd, classify_failure, verdict_outcome
 from turnbon_graph.bench.runs import EpisodeResult, current_worker, tree_path, turns_path
-from turnbon_graph.bench.strategies.beam import Beam
-from turnbon_graph.bench.strategies.bon import BestOfN
 from turnbon_graph.bench.strategies.budget import Estimates, Ledger, Meter
-from turnbon_graph.bench.strategies.escalate import Escalate, escalated_effort
+from turnbon_graph.bench.strategies.escalate import Escalate
 from turnbon_graph.bench.strategies.leaves import verify_leaves
-from turnbon_graph.bench.strategies.lookahead import Lookahead
-from turnbon_graph.bench.strategies.metered import MeteredClient
-from turnbon_graph.bench.strategies.particle import Particles
 from turnbon_graph.bench.strategies.record import SearchRecord
-from turnbon_graph.bench.strategies.search import Search, Strategy
+from turnbon_graph.bench.strategies.registry import strategy_class
+from turnbon_graph.bench.strategies.search import Search, Strategy, StrategySetup
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.trajectory import Trajectory
 from turnbon_graph.bench.strategies.tree import TreeNode, write_tree
-from turnbon_graph.bench.strategies.value import ValueModel
-from turnbon_graph.config import CONNECTION_KEYS
+from turnbon_graph.bench.strategies.valuing import make_value, value_model_id
+from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import UsageSplit
 from turnbon_graph.turn.engine import TurnEngine, turn_record
 from turnbon_graph.turn.generator import CandidateGenerator
 
 
-def make_strategy(spec: StrategySpec, n: int, seed: str, effort: str | None = None) -> Strategy:
-    """The strategy of `spec` at N candidates; `seed` seeds particle resampling, `effort`
-    is escalate's `reasoning_effort` (None: its step-by-step prompt)."""
-    if spec.name == "bon":
-        return BestOfN(n)
-    if spec.name == "lookahead":
-        assert spec.horizon is not None  # set for lookahead
-        return Lookahead(n, spec.horizon)
-    if spec.name == "escalate":
-        assert spec.agree is not None  # set for escalate
-        return Escalate(n, spec.agree, effort)
-    assert spec.width is not None  # set for every strategy of several trajectories
-    if spec.name == "particle":
-        return Particles(spec.width, spec.value_temperature, random.Random(seed))
-    return Beam(spec.width, n)
-
-
-def value_model(
-    engine: TurnEngine, spec: StrategySpec, kwargs: dict[str, Any] | None, ledger: Ledger
-) -> ValueModel:
-    """The value model: `spec.value` (default: the generator's model, on its endpoint),
-    calling through the engine's client, so the run's limits bound it too, metered on
-    the episode's `ledger`."""
-    generator = engine.generator
-    assert isinstance(generator, CandidateGenerator)  # what TurnEngine.from_options builds
-    if kwargs is None and spec.value is None:
-        endpoint = {**generator.completion_kwargs, **generator.specs[0].completion_kwargs}
-        kwargs = {k: v for k, v in endpoint.items() if k in CONNECTION_KEYS}
-    client = MeteredClient(generator.client, ledger, "value")
-    return ValueModel(spec.value or generator.models[0], completion_kwargs=kwargs, client=client)
+async def make_strategy(spec: StrategySpec, n: int, setup: StrategySetup) -> Strategy:
+    """The strategy of `spec` at N candidates, by its registered class (`registry`)."""
+    cls = strategy_class(spec.name)
+    if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+        raise ConfigurationError(
+            f"strategy {spec.name!r} is registered as {cls!r}, which is no subclass of "
+            "turnbon_graph.bench.strategies.search.Strategy"
+        )
+    return await cls.build(spec, n, setup)
 
 
 def models_by_kind(engine: TurnEngine, spec: StrategySpec) -> dict[str, str]:
@@ -82,7 +56,7 @@ def models_by_kind(engine: TurnEngine, spec: StrategySpec) -> dict[str, str]:
     return {
         "generator": model,
         "rollout": model,
-        "value": spec.value or model,
+        "value": value_model_id(spec, model) or model,
         "selector": selector if isinstance(selector, str) else model,
     }
 
@@ -138,11 +112,9 @@ async def run_search_episode(
     setting = setting or spec.label(n)
     started = time.monotonic()
     ledger = await episode_ledger(engine, spec, estimates)
-    effort = None
-    if spec.name == "escalate":  # model-map look-ups, off the event loop
-        effort = await asyncio.to_thread(escalated_effort, engine.generator)
-    strategy = make_strategy(spec, n, f"{engine.config.seed}|{task.id}|{trial}", effort)
-    value = value_model(engine, spec, value_kwargs, ledger) if strategy.forks else None
+    seed = f"{engine.config.seed}|{task.id}|{trial}"
+    strategy = await make_strategy(spec, n, StrategySetup(engine, seed))
+    value = make_value(engine, spec, task, value_kwargs, ledger) if strategy.forks else None
     chosen: Trajectory | None = None
     search: Search | None = None
     record = SearchRecord(unit=spec.budget_unit)
@@ -193,7 +165,7 @@ async def run_search_episode(
         strategy=spec,
         tokens=ledger.total,
         value_usage=spent["value"] if strategy.forks else None,
-        escalated_turns=_escalated(messages) if spec.name == "escalate" else None,
+        escalated_turns=_escalated(messages) if isinstance(strategy, Escalate) else None,
         search=record,
     )
 

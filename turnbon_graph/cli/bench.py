@@ -86,11 +86,7 @@ def run(args: argparse.Namespace) -> int:
         options = engine_options(args, setup.selector, link)
         check_run_credentials(args, model, setup.selector, options)
         strategies, value_kwargs = strategy_of(args, link)
-        n_values = sorted(set(args.n))
-        if any(s.name == "particle" for s in strategies) and n_values != [1]:
-            print("particle: every particle proposes one candidate a turn, so N=1", flush=True)
-            if all(s.name == "particle" for s in strategies):
-                n_values = [1]
+        n_values = fixed_n(strategies, sorted(set(args.n)))
         config = BenchConfig(
             model=model,
             n_values=n_values,
@@ -140,6 +136,19 @@ def run(args: argparse.Namespace) -> int:
     return 1 if broken or blind else 0
 
 
+def fixed_n(strategies: list[Any], n_values: list[int]) -> list[int]:
+    """The run's Ns: as given, or a strategy's one N when every strategy runs at it
+    (particle filtering: N=1); says so when -n asked for others."""
+    from turnbon_graph.bench.strategies.registry import strategy_kind
+
+    fixed = {s.name: strategy_kind(s.name).n for s in strategies}
+    for name, n in fixed.items():
+        if n is not None and n_values != [n]:
+            print(f"{name}: runs at N={n} only, whatever -n says", flush=True)
+    only = set(fixed.values())
+    return [n for n in only if n is not None] if len(only) == 1 and None not in only else n_values
+
+
 def strategy_of(
     args: argparse.Namespace, link: dict[str, Any]
 ) -> tuple[list[Any], dict[str, Any] | None]:
@@ -150,8 +159,6 @@ def strategy_of(
     from pydantic import ValidationError
 
     from turnbon_graph.bench.strategies.spec import StrategySpec
-    from turnbon_graph.cli.arguments import STUB_MODEL
-    from turnbon_graph.cli.models import STUB_ID, check_model_ids
     from turnbon_graph.config import configuration_error
     from turnbon_graph.errors import ConfigurationError
 
@@ -166,20 +173,14 @@ def strategy_of(
             f"--budget-unit {args.budget_unit} says what --token-budget counts: add "
             "--token-budget, or drop --budget-unit"
         )
-    value, value_kwargs = args.value, None
-    if value == STUB_MODEL:
-        if args.model != STUB_MODEL:
-            raise ConfigurationError(
-                "--value stub is the loopback stub of --model stub; with another model, "
-                "name a value model id (default: the generator's model)"
-            )
-        value, value_kwargs = STUB_ID, dict(link)
-    elif value is not None:
-        check_model_ids(value)
-        check_value_model(args, value)
-    if args.budget_unit == "usd":
-        check_priced(args.model, value)
-    given = {"width": args.width, "value": value, "horizon": args.horizon, "agree": args.agree}
+    value, value_kwargs = value_of(args, link)
+    given = {
+        "width": args.width,
+        "value": value,
+        "rubric": args.value_rubric,
+        "horizon": args.horizon,
+        "agree": args.agree,
+    }
     given = {flag: v for flag, v in given.items() if v is not None}
 
     def applies(flag: str, name: str) -> bool:
@@ -210,6 +211,45 @@ def strategy_of(
     except ValidationError as exc:  # a flag of another strategy: the message says which
         raise configuration_error(exc) from None
     return specs, value_kwargs
+
+
+def value_of(args: argparse.Namespace, link: dict[str, Any]) -> tuple[str | None, Any]:
+    """--value as a spec's `value`, checked before anything runs, and the value
+    function's connection: the stub's for `--value stub` (only with --model stub, whose
+    server it is), --value-api-base's, or None (LiteLLM's own)."""
+    from turnbon_graph.bench.strategies.registry import value_scheme
+    from turnbon_graph.cli.arguments import STUB_MODEL
+    from turnbon_graph.cli.models import STUB_ID, check_model_ids
+    from turnbon_graph.errors import ConfigurationError
+
+    value = args.value
+    kwargs = {"api_base": args.value_api_base} if args.value_api_base else None
+    if value == STUB_MODEL:
+        if args.model != STUB_MODEL:
+            raise ConfigurationError(
+                "--value stub is the loopback stub of --model stub; with another model, "
+                "name a value model id (default: the generator's model)"
+            )
+        if kwargs is not None:
+            raise ConfigurationError("--value stub serves on loopback: drop --value-api-base")
+        value, kwargs = STUB_ID, dict(link)
+    scheme = value_scheme(value)
+    model = value if scheme is None else scheme[1] if scheme[0] == "prm" else None
+    if scheme is not None and scheme[0] == "prm" and not model:
+        raise ConfigurationError("--value prm needs the reward model's id: --value prm:MODEL")
+    if scheme is not None and scheme[0] == "oracle":
+        print(
+            "--value oracle: the task's own tests score every partial trajectory, so the "
+            "search sees the verifier; its settings (value=oracle) are an upper bound for "
+            "study, not a strategy's result",
+            file=sys.stderr,
+        )
+    if model is not None and value != STUB_ID:
+        check_model_ids(model)
+        check_value_model(args, model)
+    if args.budget_unit == "usd":
+        check_priced(args.model, model)
+    return value, kwargs
 
 
 def check_value_model(args: argparse.Namespace, value: str) -> None:

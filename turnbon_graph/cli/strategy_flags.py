@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from turnbon_graph.cli.arguments import positive_float, positive_int, share
 
@@ -43,30 +44,37 @@ def check_horizon(horizon: int | None) -> None:
         )
 
 
+def rubric_text(text: str) -> str:
+    """argparse type of --value-rubric: the text, or a file's (`@PATH`)."""
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {text[1:]}: {exc.strerror}") from None
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the rubric is empty")
+    return text
+
+
 def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     """How each episode searches (`turnbon_graph.bench.strategies`, docs/strategies.md)."""
-    from turnbon_graph.bench.strategies.names import (
-        BUDGET_UNITS,
-        DEFAULT_AGREE,
-        DEFAULT_HORIZON,
-        DEFAULT_WIDTH,
-        MAX_HORIZON,
-        MAX_WIDTH,
-        STRATEGIES,
-    )
+    from turnbon_graph.bench.strategies.names import BUDGET_UNITS, MAX_HORIZON, MAX_WIDTH
+    from turnbon_graph.bench.strategies.registry import strategy_kinds, strategy_names
 
-    widths = ", ".join(f"{name} {width}" for name, width in DEFAULT_WIDTH.items())
+    kinds = strategy_kinds()
+    widths = ", ".join(f"{k.name} {k.width}" for k in kinds if k.width is not None)
+    horizon = next(k.horizon for k in kinds if k.horizon is not None)
+    agree = next(k.agree for k in kinds if k.agree is not None)
+    fixed = "; ".join(f"{k.name} at N={k.n} only" for k in kinds if k.n is not None)
     parser.add_argument(
         "--strategy",
-        choices=STRATEGIES,
+        choices=strategy_names(),
         nargs="+",
         default=["bon"],
         metavar="NAME",
-        help="one setting each, with every N (particle at N=1 only), in one run folder; "
-        "bon: N candidates a turn, the selector picks one; beam: --width trajectories, "
-        "each proposing N candidates a turn, each run in a fork of its environment, the "
-        "best by --value kept; particle: --width particles of one candidate a turn, "
-        f"resampled by value; choose from {', '.join(STRATEGIES)}",
+        help=f"one setting each, with every N ({fixed}), in one run folder; "
+        + "; ".join(f"{k.name}: {k.summary}" for k in kinds)
+        + f" (choose from {', '.join(strategy_names())})",
     )
     parser.add_argument(
         "--width",
@@ -76,9 +84,25 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--value",
-        metavar="MODEL|stub",
-        help="the value model that scores a search's partial trajectories 0-10 (default: "
-        "--model, on its endpoint); stub: the stub of --model stub",
+        metavar="MODEL|prm:MODEL|oracle|stub",
+        help="what scores a search's partial trajectories 0-10: MODEL, an LLM asked by "
+        "a rubric (default: --model, on its endpoint); prm:MODEL, a process reward model "
+        "served at that LiteLLM id; oracle, the task's own tests on a fork of the "
+        "trajectory's environment (an upper bound that leaks the verifier, labelled "
+        "value=oracle); stub: the stub of --model stub",
+    )
+    parser.add_argument(
+        "--value-rubric",
+        type=rubric_text,
+        metavar="TEXT|@FILE",
+        help="the criteria the --value LLM scores by, in place of its default rubric "
+        "(@FILE: read from a file)",
+    )
+    parser.add_argument(
+        "--value-api-base",
+        metavar="URL",
+        help="the endpoint of the --value model (a self-hosted reward model, say); "
+        "default: LiteLLM's own for its provider",
     )
     parser.add_argument(
         "--value-temperature",
@@ -95,7 +119,7 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="H",
         help="lookahead: N candidates a turn, each distinct one run in a fork and rolled out "
         f"H turns (1 to {MAX_HORIZON}) at N=1; the one whose rollout --value scores best "
-        f"is taken (default: {DEFAULT_HORIZON})",
+        f"is taken (default: {horizon})",
     )
     parser.add_argument(
         "--agree",
@@ -104,7 +128,7 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
         help="escalate: N candidates a turn; when the share proposing the most common action "
         "is below A (0 < A <= 1), the turn is sampled again with more effort "
         "(reasoning_effort one step up where the model takes it, else a think-step-by-step "
-        f"prompt) and the selector picks among those (default: {DEFAULT_AGREE:g})",
+        f"prompt) and the selector picks among those (default: {agree:g})",
     )
     parser.add_argument(
         "--token-budget",

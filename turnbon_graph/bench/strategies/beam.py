@@ -6,10 +6,11 @@ finished. It is the base `Strategy`'s behaviour, named here."""
 
 from __future__ import annotations
 
+from turnbon_graph.bench.strategies.registry import built_in
 from turnbon_graph.bench.strategies.search import Strategy
 
 
 class Beam(Strategy):
     """Beam search over turns: the `width` best trajectories by value go on."""
 
-    name = "beam"
+    kind = built_in("beam")

@@ -20,6 +20,7 @@ that the plan narrows to fewer candidates, down to one, which agrees with itself
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,9 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from turnbon_graph._litellm.model_map import EFFORT_ORDER, Efforts, reasoning_efforts
 from turnbon_graph.bench.episode import is_agent_failure
 from turnbon_graph.bench.strategies.budget import request_chars
-from turnbon_graph.bench.strategies.search import Search, Strategy
+from turnbon_graph.bench.strategies.registry import built_in
+from turnbon_graph.bench.strategies.search import Search, Strategy, StrategySetup
+from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.trajectory import Trajectory
 from turnbon_graph.bench.strategies.tree import TreeNode
 from turnbon_graph.openai.messages import to_openai_messages
@@ -101,7 +104,7 @@ def escalated_effort(generator: object) -> str | None:
 class Escalate(Strategy):
     """Best-of-N that samples a turn again with more effort when its candidates disagree."""
 
-    name = "escalate"
+    kind = built_in("escalate")
     forks = False
 
     def __init__(self, n: int, agree: float, effort: str | None) -> None:
@@ -109,6 +112,13 @@ class Escalate(Strategy):
         self.agree = agree
         self.effort = effort
         """The `reasoning_effort` of an escalated turn; None: the step-by-step prompt."""
+
+    @classmethod
+    async def build(cls, spec: StrategySpec, n: int, setup: StrategySetup) -> Strategy:
+        """The escalated effort looked up in LiteLLM's model map, off the event loop."""
+        assert spec.agree is not None  # the kind's default when not given
+        effort = await asyncio.to_thread(escalated_effort, setup.engine.generator)
+        return cls(n, spec.agree, effort)
 
     async def revise(
         self, search: Search, parent: Trajectory, turn: GeneratedTurn, engine: TurnEngine

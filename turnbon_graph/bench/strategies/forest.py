@@ -5,6 +5,7 @@ closed at the end. `search.Search` runs the loop on top of it."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 from langchain_core.messages import AIMessage
@@ -127,16 +128,39 @@ class Forest:
         for key in list(self.open):
             await self.close(self._episodes[key])
 
-    async def copy(self, trajectory: Trajectory) -> Trajectory | None:
-        """The trajectory again, in a fork of its environment (a resampled particle's
-        second copy); None when the fork failed (recorded on its node)."""
-        made = await self.fork(trajectory.episode)
-        if isinstance(made, str):
-            self.fail(trajectory, made)
-            return None
-        return dataclasses.replace(
-            trajectory, messages=list(trajectory.messages), episode=made, fork=self.fork_id(made)
-        )
+    async def environments(self, episode: Episode, count: int) -> list[Episode | str]:
+        """Where `count` branches from `episode` go on, all made before any acts (or why
+        one could not be made). A lone branch keeps `episode` itself. Several each get a
+        fork, the first too, and `episode` is closed: a fork carries the files, not the
+        processes or the sandbox's /tmp, so a branch left in `episode` would start from
+        more than its siblings. When no fork could be made, the first keeps `episode`."""
+        if count <= 1:
+            return [episode] if count == 1 else []
+        made = list(await asyncio.gather(*(self.fork(episode) for _ in range(count))))
+        if all(isinstance(m, str) for m in made):
+            return [episode, *made[1:]]
+        await self.close(episode)
+        return made
+
+    async def copies(self, trajectory: Trajectory, count: int) -> list[Trajectory]:
+        """`trajectory` as `count` equal copies (a particle drawn `count` times), each in
+        an environment of `environments`; a copy whose fork failed is left out (recorded
+        on its node)."""
+        made = []
+        for where in await self.environments(trajectory.episode, count):
+            if isinstance(where, str):
+                self.fail(trajectory, where)
+            elif where is trajectory.episode:
+                made.append(trajectory)
+            else:
+                copy = dataclasses.replace(
+                    trajectory,
+                    messages=list(trajectory.messages),
+                    episode=where,
+                    fork=self.fork_id(where),
+                )
+                made.append(copy)
+        return made
 
     def tree(self) -> list[TreeNode]:
         return list(self.nodes.values())

@@ -24,18 +24,30 @@ import dataclasses
 
 from turnbon_graph.bench.environment import Episode
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.bench.strategies.search import Search, Strategy, candidate_tokens
+from turnbon_graph.bench.strategies.registry import built_in
+from turnbon_graph.bench.strategies.search import (
+    Search,
+    Strategy,
+    StrategySetup,
+    candidate_tokens,
+)
+from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.trajectory import Trajectory
 
 
 class Lookahead(Strategy):
     """Scores each candidate by rolling it out `horizon` turns and valuing where it led."""
 
-    name = "lookahead"
+    kind = built_in("lookahead")
 
     def __init__(self, n: int, horizon: int) -> None:
         super().__init__(1, n)
         self.horizon = horizon
+
+    @classmethod
+    async def build(cls, spec: StrategySpec, n: int, setup: StrategySetup) -> Strategy:
+        assert spec.horizon is not None  # the kind's default when not given
+        return cls(n, spec.horizon)
 
     def scoring_cost(self, search: Search, parent: Trajectory, k: int) -> float:
         """k rollouts: `horizon` generator calls of one each, on the request grown by a

@@ -70,12 +70,20 @@ def clamp(kwargs: dict[str, Any], cap: int) -> None:
 def metered_selector(selector: Any, ledger: Ledger) -> tuple[Any, bool]:
     """A copy of `selector` calling through a metered client, and True; the selector
     itself and False when it has no client of its own (it calls no model, or calls one
-    some other way: its spend is then read from the turn records)."""
+    some other way: its spend is then read from the turn records). A selector around
+    an `inner` one (refine) has the inner one metered too, or is left as it is."""
     client = getattr(selector, "client", None)
     if client is None or not callable(getattr(client, "complete", None)):
         return selector, False
+    inner, metered_inner = None, True
+    if getattr(selector, "inner", None) is not None:
+        inner, metered_inner = metered_selector(selector.inner, ledger)
+    if not metered_inner:  # half its calls out of sight: all of it read from the records
+        return selector, False
     metered = copy.copy(selector)
     metered.client = MeteredClient(client, ledger, "selector")
+    if inner is not None:
+        metered.inner = inner
     return metered, True
 
 

@@ -1,14 +1,11 @@
-"""The strategies' names, default parameters and bounds, in the standard library only:
-the command line offers them without loading the rest (`turnbon --help` answers at once)."""
+"""The strategies' default parameters, their bounds and the budget's units, in the
+standard library only: the command line offers them without loading the rest (`turnbon
+--help` answers at once). The strategies themselves, by name: `registry`."""
 
 from __future__ import annotations
 
 from typing import Literal, get_args
 
-StrategyName = Literal["bon", "beam", "particle", "lookahead", "escalate"]
-STRATEGIES: tuple[StrategyName, ...] = get_args(StrategyName)
-DEFAULT_WIDTH: dict[str, int] = {"beam": 2, "particle": 3}
-"""The width of a search strategy of several trajectories when none is given."""
 MAX_WIDTH = 16
 """The most trajectories (beam) or particles a search keeps: a turn of beam search makes
 up to W x N children, each in a fork of its environment (a copy of its work folder), so

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
@@ -35,14 +36,17 @@ from turnbon_graph.bench.strategies.metered import (
     metered_engine,
     metered_selector,
 )
+from turnbon_graph.bench.strategies.registry import StrategyKind, built_in
 from turnbon_graph.bench.strategies.selection import top_width
 from turnbon_graph.bench.strategies.trajectory import Pick, Trajectory, step_size, take_step
 from turnbon_graph.bench.strategies.tree import TreeNode
+from turnbon_graph.bench.strategies.value import checked_score
 from turnbon_graph.openai.messages import to_openai_messages, to_openai_tools
 from turnbon_graph.turn.candidates import Candidate, group_by_action
 from turnbon_graph.turn.engine import TurnEngine, turn_record
 
 if TYPE_CHECKING:
+    from turnbon_graph.bench.strategies.spec import StrategySpec
     from turnbon_graph.bench.strategies.value import ValueFunction
     from turnbon_graph.turn.state import GeneratedTurn
 
@@ -50,20 +54,42 @@ Plan = list[tuple[Trajectory, int]]
 """The turn's expansion: each trajectory with the candidates it proposes."""
 
 
+@dataclass(frozen=True)
+class StrategySetup:
+    """What building a strategy for one episode may use (`Strategy.build`)."""
+
+    engine: TurnEngine
+    """The episode's engine: its generator, selector and options."""
+    seed: str
+    """Seeds the strategy's own draws: the run's seed, the task and the trial."""
+
+
 class Strategy:
     """How a search expands and cuts. The base keeps the top `width` of the finished and
     the live trajectories together, by value (beam search); the others override what
-    differs."""
+    differs. A strategy of your own is a subclass with a `kind` of its own (its name and
+    the parameters it takes), registered with `registry.register_strategy`."""
 
-    name = "beam"
-    forks = True
+    kind: ClassVar[StrategyKind] = built_in("beam")
+    forks: ClassVar[bool] = True
     """Whether each distinct candidate becomes a child (in a fork of its parent's
-    environment, scored by the value model); else the engine's selector picks the one
-    child, run in the parent's own environment (bon)."""
+    environment, scored by the value function); else the engine's selector picks the
+    one child, run in the parent's own environment (bon)."""
 
     def __init__(self, width: int, n: int) -> None:
         self.width = width
         self.n = n
+
+    @property
+    def name(self) -> str:
+        """The strategy's name (`kind.name`), as its turn records and tree name it."""
+        return self.kind.name
+
+    @classmethod
+    async def build(cls, spec: StrategySpec, n: int, setup: StrategySetup) -> Strategy:
+        """The strategy of `spec` at N=n for one episode (`setup`: what else it may
+        use); the base takes `spec.width` (1 when its kind takes no width) and n."""
+        return cls(spec.width or 1, n)
 
     def wanted(self, live: list[Trajectory]) -> Plan:
         """Every live trajectory proposes n candidates (the most valuable first)."""
@@ -230,7 +256,7 @@ class Search(Forest):
 
     async def _expand(self, parent: Trajectory, k: int) -> list[Trajectory]:
         """The parent's children: one generator call, then each distinct candidate in a
-        fork of the parent's environment (the first in the parent's own)."""
+        fork of the parent's environment (a lone one in the parent's own: `environments`)."""
         engine = self.engine_for(k)
         try:
             turn = await self.generate(engine, parent.messages)
@@ -248,7 +274,9 @@ class Search(Forest):
         picks = await self._picks(parent, turn, engine)
         if picks and (record := turn_record(picks[0][0])) is not None:
             self.ledger.prompt_tokens_a_call_each += record.prompt_tokens_a_call_each
-        episodes = await self._environments(parent, len(picks))
+        if not picks:
+            await self.close(parent.episode)
+        episodes = await self.environments(parent.episode, len(picks))
         children = await asyncio.gather(
             *(
                 self._child(parent, message, tokens, where)
@@ -286,15 +314,6 @@ class Search(Forest):
             picks.append((message, candidate_tokens([ok[p] for p in group])))
         return picks
 
-    async def _environments(self, parent: Trajectory, count: int) -> list[Episode | str]:
-        """The parent's episode for its first child and a fork of it for each other (or
-        why a fork could not be made), all made before any child acts."""
-        if count == 0:
-            await self.close(parent.episode)
-            return []
-        forks = await asyncio.gather(*(self.fork(parent.episode) for _ in range(count - 1)))
-        return [parent.episode, *forks]
-
     async def _child(
         self, parent: Trajectory, message: AIMessage, tokens: int, where: Episode | str
     ) -> Trajectory | None:
@@ -329,12 +348,12 @@ class Search(Forest):
         return child
 
     async def rate(self, trajectory: Trajectory, into: Trajectory | None = None) -> None:
-        """The value model's score of `trajectory`, on its last node (with the call's
+        """The value function's score of `trajectory`, on its last node (with the call's
         tokens) and given to `into` (default: itself) to rank by. A failed or unusable
-        answer is counted and leaves it unscored."""
+        answer (a score outside 0 to 10 among them) is counted and leaves it unscored."""
         assert self.value is not None
         transcript = self.engine.transcript(trajectory.messages)
-        asked = await self.value.score(transcript)
+        asked = checked_score(await self.value.score(transcript, trajectory.episode))
         if not isinstance(getattr(self.value, "client", None), MeteredClient):
             self.ledger.add("value", asked.usage, self.value.request_size(transcript))
         node = self.nodes[trajectory.node]

@@ -1,6 +1,8 @@
 """Which search strategy a bench run uses, with its parameters: declared once here,
 kept in the run's settings and on every episode row.
 
+The strategies that ship (others are registered: `registry`):
+
     bon        one trajectory; each turn N candidates, the selector picks one (Turn-BoN)
     beam       `width` trajectories; each turn every one proposes N candidates, each
                distinct candidate runs in a fork of its parent's environment, a value model
@@ -13,24 +15,30 @@ kept in the run's settings and on every episode row.
     escalate   one trajectory; each turn N candidates; when their agreement is below
                `agree`, the turn is sampled again with more effort (`reasoning_effort` one
                step up, or a think-step-by-step prompt) and the selector picks among those
+    fusion     bon whose selector (`FusionSelector`) writes the action from the candidates
+    refine     bon whose selector's pick is critiqued and revised once (`RefineSelector`)
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from turnbon_graph.bench.strategies.names import (
-    DEFAULT_AGREE,
-    DEFAULT_HORIZON,
-    DEFAULT_WIDTH,
-    MAX_HORIZON,
-    MAX_WIDTH,
-    BudgetUnit,
-    StrategyName,
+from turnbon_graph.bench.strategies.names import MAX_HORIZON, MAX_WIDTH, BudgetUnit
+from turnbon_graph.bench.strategies.registry import (
+    StrategyKind,
+    known_kind,
+    strategy_kinds,
+    value_scheme,
 )
 
-VALUE_STRATEGIES = ("beam", "particle", "lookahead")
-"""The strategies a value model guides (`--value`)."""
+PARAMETERS = {
+    "width": "--width",
+    "value": "--value",
+    "rubric": "--value-rubric",
+    "horizon": "--horizon",
+    "agree": "--agree",
+}
+"""A spec's parameters that only some strategies take, with the flag that sets each."""
 
 
 class StrategySpec(BaseModel):
@@ -38,12 +46,19 @@ class StrategySpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: StrategyName = "bon"
+    name: str = Field(default="bon", min_length=1)
+    """A strategy of `registry`: a built-in one, or one registered with
+    `register_strategy`."""
     width: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
     """Trajectories kept (beam) or particles (particle); None for the others."""
     value: str | None = None
-    """The value model's LiteLLM model id; None: the generator's model. Used by beam,
-    particle and lookahead."""
+    """What scores a partial trajectory, for the strategies a value function guides: a
+    LiteLLM model id (the LLM rubric, `rubric`), `prm:MODEL` (a process reward model),
+    `oracle` (the task's own tests: an upper bound that leaks the verifier) or a value
+    function registered with `register_value`; None: the LLM rubric on the generator's
+    model."""
+    rubric: str | None = Field(default=None, min_length=1)
+    """The LLM rubric's criteria (`value.VALUE_RUBRIC` when None)."""
     value_temperature: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """The softmax temperature of particle resampling, over the scores normalised to
     [0, 1] (a score of 10 is 1)."""
@@ -61,7 +76,6 @@ class StrategySpec(BaseModel):
 
     @model_validator(mode="after")
     def _fits_the_strategy(self) -> StrategySpec:
-        name = self.name
         budget = self.token_budget
         if budget is not None and self.budget_unit != "usd" and budget != int(budget):
             raise ValueError(
@@ -70,37 +84,39 @@ class StrategySpec(BaseModel):
             )
         if budget is not None and self.budget_unit != "usd":
             object.__setattr__(self, "token_budget", int(budget))
-        if self.width is not None and name not in DEFAULT_WIDTH:
+        kind = known_kind(self.name)
+        if kind is None:  # registered in another process: kept as recorded
+            return self
+        for field, flag in PARAMETERS.items():
+            if getattr(self, field) is not None and not takes(kind, field):
+                which = ", ".join(k.name for k in strategy_kinds() if takes(k, field))
+                raise ValueError(
+                    f"{flag} applies to {which}, not {self.name}: drop {flag}, or add one "
+                    "of those with --strategy"
+                )
+        if self.rubric is not None and value_scheme(self.value) is not None:
             raise ValueError(
-                f"--width applies to beam and particle, not {name} (it keeps one trajectory): "
-                "drop --width, or add --strategy beam or particle"
+                f"--value-rubric is the LLM rubric's, not the value function {self.value}'s: "
+                "drop one of them"
             )
-        if self.value is not None and name not in VALUE_STRATEGIES:
-            raise ValueError(
-                f"--value applies to a strategy a value model guides (beam, particle, "
-                f"lookahead), not {name}: drop --value, or add one of those with --strategy"
-            )
-        if self.horizon is not None and name != "lookahead":
-            raise ValueError(
-                f"--horizon applies to lookahead, not {name}: drop --horizon, or add "
-                "--strategy lookahead"
-            )
-        if self.agree is not None and name != "escalate":
-            raise ValueError(
-                f"--agree applies to escalate, not {name}: drop --agree, or add --strategy escalate"
-            )
-        if self.width is None and name in DEFAULT_WIDTH:
-            object.__setattr__(self, "width", DEFAULT_WIDTH[name])
-        if self.horizon is None and name == "lookahead":
-            object.__setattr__(self, "horizon", DEFAULT_HORIZON)
-        if self.agree is None and name == "escalate":
-            object.__setattr__(self, "agree", DEFAULT_AGREE)
+        for field in ("width", "horizon", "agree"):
+            if getattr(self, field) is None:
+                object.__setattr__(self, field, getattr(kind, field))
         return self
 
     @property
     def searches(self) -> bool:
-        """Whether episodes run through a search (every strategy but plain bon)."""
-        return self.name != "bon" or self.token_budget is not None
+        """Whether episodes run through a search: every strategy but those of plain
+        Turn-BoN (bon, fusion, refine), which do too under a token budget."""
+        kind = known_kind(self.name)
+        return kind is None or not kind.graph or self.token_budget is not None
+
+    @property
+    def oracle(self) -> bool:
+        """Whether the task's own tests score the search's trajectories (`--value
+        oracle`): the verifier guides it, an upper bound rather than a result."""
+        scheme = value_scheme(self.value)
+        return scheme is not None and scheme[0] == "oracle"
 
     @property
     def budget_text(self) -> str:
@@ -118,12 +134,27 @@ class StrategySpec(BaseModel):
         return f"{value:.0f} {unit}"
 
     def label(self, n: int) -> str:
-        """The setting's name in the run: `N=4` for bon, its parameters first for the
-        others (`beam W=2 N=4`, `lookahead H=1 N=3`, `escalate A=0.5 N=3`)."""
-        if self.name == "bon":
+        """The setting's name in the run: `N=4` for bon, else the strategy's name and
+        parameters first (`beam W=2 N=4`, `lookahead H=1 N=3`, `escalate A=0.5 N=3`,
+        `fusion N=3`), and the value function when it is no model (`value=oracle`)."""
+        kind = known_kind(self.name)
+        if kind is not None and kind.graph and kind.selector is None:
             return f"N={n}"
-        if self.name == "lookahead":
-            return f"lookahead H={self.horizon} N={n}"
-        if self.name == "escalate":
-            return f"escalate A={self.agree:g} N={n}"
-        return f"{self.name} W={self.width} N={n}"
+        parts = [self.name]
+        if self.width is not None:
+            parts.append(f"W={self.width}")
+        if self.horizon is not None:
+            parts.append(f"H={self.horizon}")
+        if self.agree is not None:
+            parts.append(f"A={self.agree:g}")
+        parts.append(f"N={n}")
+        if value_scheme(self.value) is not None:
+            parts.append(f"value={self.value}")
+        return " ".join(parts)
+
+
+def takes(kind: StrategyKind, field: str) -> bool:
+    """Whether the strategy of `kind` takes the parameter `field` of a spec."""
+    if field in ("value", "rubric"):
+        return kind.value
+    return getattr(kind, field) is not None

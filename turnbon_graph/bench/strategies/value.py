@@ -1,17 +1,22 @@
-"""What scores a search's partial trajectories (`ValueFunction`), and the one that ships:
-the value model, a rubric prompt over a partial trajectory answered with a score from 0
-to 10, in the hardened form of the scoring selector (`selectors.scoring`): the same
-system-prompt frame, transcript rendering, answer schema, parsing and re-ask."""
+"""What scores a search's partial trajectories (`ValueFunction`), and the default one:
+the value model, an LLM asked to score a partial trajectory from 0 to 10 by a rubric
+(settable: `rubric`), in the hardened form of the scoring selector
+(`selectors.scoring`): the same system-prompt frame, transcript rendering, answer
+schema, parsing and re-ask. The others that ship: a process reward model (`prm`) and
+the task's own tests (`oracle`); which one a run uses: `valuing`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage
 
 from turnbon_graph._litellm.client import CompletionClient
+from turnbon_graph.bench.environment import Episode
 from turnbon_graph.bench.strategies.budget import request_chars
+from turnbon_graph.records import Usage
 from turnbon_graph.selectors.model_call import Asked, ModelCaller
 from turnbon_graph.selectors.prompting import (
     answer_section,
@@ -19,7 +24,12 @@ from turnbon_graph.selectors.prompting import (
     transcript_section,
     two_messages,
 )
-from turnbon_graph.selectors.scoring import SCORING_RETRY_PROMPT, parse_score, score_schema
+from turnbon_graph.selectors.scoring import (
+    MAX_SCORE,
+    SCORING_RETRY_PROMPT,
+    parse_score,
+    score_schema,
+)
 
 VALUE_SITUATION = (
     "A search keeps the most promising of several attempts at the task. Score the attempt "
@@ -64,9 +74,15 @@ class ValueFunction(Protocol):
         """Who scores, as the report and the warnings name it (`value:<model>`)."""
         ...
 
-    async def score(self, messages: Sequence[BaseMessage]) -> Asked[float]:
-        """The trajectory's score from 0 to 10, with what asking cost; a None value
-        with the `error` that says why (a failed call, an unusable answer)."""
+    async def score(
+        self, messages: Sequence[BaseMessage], episode: Episode
+    ) -> Asked[float] | float | None:
+        """The score from 0 to 10 of the trajectory `messages` (its transcript, the
+        prompt first), which ran in `episode`: read the episode, or fork it, but never
+        change it (the trajectory goes on in it). A number when nothing was asked of a
+        model; an `Asked` with what asking cost, or a None value with the `error` that
+        says why there is none (a failed call, an unusable answer). A score outside 0
+        to 10 counts as an unusable answer."""
         ...
 
     def request_size(self, messages: Sequence[BaseMessage]) -> int:
@@ -75,9 +91,33 @@ class ValueFunction(Protocol):
         ...
 
 
+def checked_score(answer: Asked[float] | float | None) -> Asked[float]:
+    """A value function's answer as an `Asked`: a number as itself, asked of no model;
+    a score that is not a number from 0 to 10 an unusable answer (no score)."""
+    asked = answer if isinstance(answer, Asked) else Asked(answer, None, Usage(), attempts=1)
+    value = asked.value
+    if value is None and asked.error is None:
+        return replace(asked, error="invalid answer: no score")
+    if value is not None and not (isinstance(value, int | float) and 0 <= value <= MAX_SCORE):
+        problem = f"invalid answer: score {value!r} is not a number from 0 to {MAX_SCORE:g}"
+        return replace(asked, value=None, error=problem)
+    return replace(asked, value=None if value is None else float(value))
+
+
 class ValueModel(ModelCaller):
     """Scores partial trajectories 0-10 by `rubric` (default `VALUE_RUBRIC`), one call
-    each; an unusable answer is asked again once, then the score is None."""
+    each; an unusable answer is asked again once, then the score is None.
+
+    The request is `VALUE_SYSTEM_PROMPT` with the rubric's lines in it, then the
+    transcript and the answer's schema (`{"reason", "score"}`); `turnbon bench
+    --value-rubric` (a spec's `rubric`) replaces the rubric.
+
+    Args:
+        model: the LiteLLM model id that scores.
+        completion_kwargs: settings for its calls (its endpoint, key, ...).
+        client: the client its calls go through (a search's meters them).
+        rubric: the criteria it scores by, one per line; None: `VALUE_RUBRIC`.
+    """
 
     def __init__(
         self,
@@ -98,7 +138,9 @@ class ValueModel(ModelCaller):
     def request_size(self, messages: Sequence[BaseMessage]) -> int:
         return request_chars(value_request(messages, self.rubric))
 
-    async def score(self, messages: Sequence[BaseMessage]) -> Asked[float]:
+    async def score(
+        self, messages: Sequence[BaseMessage], episode: Episode | None = None
+    ) -> Asked[float]:
         return await self.ask_json(
             self.model,
             value_request(messages, self.rubric),
