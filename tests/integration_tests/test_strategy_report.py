@@ -145,7 +145,22 @@ def test_the_report_compares_the_strategies_by_the_episode_rows(
     assert (out / "strategies_tokens.png").stat().st_size > 1000
     assert "](strategies_tokens.png)" in text
     page = (out / "report.html").read_text()
-    assert 'alt="Pass rate against tokens per episode' in page and "data:image/png" in page
+    assert 'alt="Pass rate against realised spend per episode' in page
+    assert "data:image/png" in page
+    # Every two settings of one budget, never two budgets, with Holm's adjusted p.
+    _, *pairs = section_rows(text, "All pairs at equal budget")
+    assert [(c[0], c[1], c[2]) for c in pairs] == [
+        (f"{budget} tokens", a.format(budget), b.format(budget))
+        for budget in (800, 3000)
+        for a, b in [
+            ("N=2 budget={}", "beam W=2 N=2 budget={}"),
+            ("N=2 budget={}", "particle W=2 N=1 budget={}"),
+            ("beam W=2 N=2 budget={}", "particle W=2 N=1 budget={}"),
+        ]
+    ]
+    for cells in pairs:
+        raw, adjusted = (float(c.lstrip("< ")) for c in cells[5:7])
+        assert adjusted >= raw and cells[7] == ("yes" if adjusted < 0.05 else "no")
 
 
 def leaf_split(rows: list[EpisodeResult]) -> tuple[str, str]:

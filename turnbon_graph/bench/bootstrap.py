@@ -2,7 +2,8 @@
 setting A, or observed minus expected), its confidence interval and a two-sided p-value.
 The report, the strategies' comparison and the analyses (selector preference, the judge's
 shares) test their differences with it; `metrics.paired_bootstrap` pairs two settings'
-pass rates by task."""
+pass rates by task. `holm` adjusts the p-values of a family of comparisons (all pairs:
+`pairs`)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,25 @@ def bootstrap_differences(
         ci_high=samples[int((1 - tail) * (resamples - 1))],
         p_value=min(1.0, 2 * min(below, above)),
     )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the order given: the m p-values sorted from
+    the smallest, the i-th (from 1) multiplied by m - i + 1, each raised to at least the
+    one before it, capped at 1. Calling a difference significant when its adjusted p is
+    below alpha keeps the chance of any false call across all m at most alpha, whatever
+    the tests' dependence (Holm, 1979).
+
+    Args:
+        p_values: one per comparison of the family.
+
+    Returns:
+        The adjusted p-values, in the order of `p_values`.
+    """
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, position in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[position]))
+        adjusted[position] = running
+    return adjusted

@@ -58,7 +58,7 @@ def write_report(
 
         if plots.plots_available():
             written = plots.write_plots(results, out, settings=order, baseline=baseline)
-            written.update(_strategy_plots(results, order, out, tree_file))
+            written.update(_strategy_plots(results, order, out, tree_file, resamples, seed))
             plot_files = {name: path.name for name, path in written.items()}
         else:
             plots_note = (
@@ -84,7 +84,12 @@ def write_report(
 
 
 def _strategy_plots(
-    results: Sequence[EpisodeResult], order: Sequence[str], out: Path, tree_file: Path | None
+    results: Sequence[EpisodeResult],
+    order: Sequence[str],
+    out: Path,
+    tree_file: Path | None,
+    resamples: int,
+    seed: int,
 ) -> dict[str, Path]:
     """The strategy comparison's figure (when the run compares strategies or budgets)
     and the chosen episode's tree."""
@@ -93,9 +98,10 @@ def _strategy_plots(
     written = {}
     if report_strategies.compares_strategies(results):
         groups = metrics.by_setting(results)
-        lines = report_strategies.token_points([s for s in order if s in groups], groups)
-        written[report_strategies.TOKENS_PLOT] = strategy_plots.plot_pass_against_tokens(
-            lines, out / f"{report_strategies.TOKENS_PLOT}.png"
+        present = [s for s in order if s in groups]
+        points, unit = report_strategies.spend_points(present, groups, resamples, seed)
+        written[report_strategies.TOKENS_PLOT] = strategy_plots.plot_pass_against_spend(
+            points, out / f"{report_strategies.TOKENS_PLOT}.png", unit=unit
         )
     if tree_file is not None:
         name = f"{tree_file.parent.name}/{tree_file.stem}"

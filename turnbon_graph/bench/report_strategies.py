@@ -31,11 +31,16 @@ from turnbon_graph.bench.report_format import (
     table,
     tokens,
 )
+from turnbon_graph.bench.report_pairs import pairs_section
 from turnbon_graph.bench.report_spend import spend_section
 from turnbon_graph.bench.report_split import split_cells, split_section
 from turnbon_graph.bench.runs import TREES_DIR, EpisodeResult, read_lines, tree_path
+from turnbon_graph.bench.spend import spent
+from turnbon_graph.bench.strategies.budget import quantile
+from turnbon_graph.bench.strategies.names import BudgetUnit
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.tree import TreeNode
+from turnbon_graph.bench.strategy_plots import SpendPoint
 from turnbon_graph.errors import ConfigurationError
 
 SECTION = "Strategies at matched compute"
@@ -132,21 +137,32 @@ def line_label(spec: StrategySpec, n: int) -> str:
     return unbounded.label(n) if unbounded.name != "bon" else f"bon N={n}"
 
 
-def token_points(
-    order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]
-) -> dict[str, list[tuple[float, float, float | None]]]:
-    """Per strategy (at its N): (mean tokens, pass rate, budget) of each of its settings,
-    by budget (no bound last)."""
-    lines: dict[str, list[tuple[float, float, float | None]]] = {}
+def spend_points(
+    order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], resamples: int, seed: int
+) -> tuple[list[SpendPoint], BudgetUnit]:
+    """Each setting as a point of the pass-rate-against-spend figure, and the figure's
+    unit: the budgets' when they all count one, else tokens."""
+    specs = {setting: strategy_of(groups[setting][0]) for setting in order}
+    units = {spec.budget_unit for spec in specs.values() if spec.token_budget is not None}
+    unit: BudgetUnit = units.pop() if len(units) == 1 else "tokens"
+    points = []
     for setting in order:
-        rs = groups[setting]
-        spec = strategy_of(rs[0])
-        rate = metrics.pass_at_k_curve(rs).get(1, 0.0)
-        mean = sum(episode_tokens(r) for r in rs) / len(rs)
-        lines.setdefault(line_label(spec, rs[0].n), []).append((mean, rate, spec.token_budget))
-    for points in lines.values():
-        points.sort(key=lambda p: (p[2] is None, p[2] or 0, p[0]))
-    return lines
+        rs, spec = groups[setting], specs[setting]
+        rate, low, high = pass_interval(rs, resamples, seed)
+        amounts = [spent(r, unit) for r in rs]
+        points.append(
+            SpendPoint(
+                line=line_label(spec, rs[0].n),
+                spent=sum(amounts) / len(amounts),
+                spent_low=quantile(amounts, 0.1),
+                spent_high=quantile(amounts, 0.9),
+                rate=rate,
+                rate_low=low,
+                rate_high=high,
+                budget=spec.token_budget if spec.budget_unit == unit else None,
+            )
+        )
+    return points, unit
 
 
 def rollout_summaries(run_dir: Path) -> dict[int, Any]:
@@ -229,7 +245,12 @@ def section(
             left=2,
         ),
         "",
-        *image(plots, TOKENS_PLOT, "Pass rate against tokens per episode, one line per strategy"),
+        *image(
+            plots,
+            TOKENS_PLOT,
+            "Pass rate against realised spend per episode, one line per strategy, with "
+            "95% intervals and the budgets' caps",
+        ),
     ]
     oracles = [s for s in order if strategy_of(groups[s][0]).oracle]
     if oracles:
@@ -262,7 +283,12 @@ def section(
             ),
             "",
         ]
-    return [*lines, *split_section(order, groups, rollouts), *spend_section(order, groups)]
+    return [
+        *lines,
+        *pairs_section(order, groups, resamples, seed),
+        *split_section(order, groups, rollouts),
+        *spend_section(order, groups),
+    ]
 
 
 # ------------------------------------------------------------------------- one tree

@@ -1,11 +1,13 @@
 """The figures of the report's strategy comparison, drawn as `plots` draws the others
 (matplotlib's object API on an Agg canvas, imported inside the functions): pass rate
-against tokens per episode, one line per strategy over its budgets; and one episode's
-search tree, its nodes coloured by fate."""
+against realised spend per episode, one line per strategy over its budgets, with
+intervals and the caps marked; and one episode's search tree, its nodes coloured by
+fate."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,8 @@ from turnbon_graph.bench.plots import (
 )
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from turnbon_graph.bench.strategies.tree import TreeNode
 
 FATE_COLORS = {
@@ -32,34 +36,122 @@ LABEL_CHARS = 34
 """Characters of an action shown beside its node."""
 
 
-def plot_pass_against_tokens(
-    lines: Mapping[str, Sequence[tuple[float, float, float | None]]], path: Path
-) -> Path:
-    """Pass rate against mean tokens per episode: one line per strategy through its
-    budgets, each point marked with its budget."""
+@dataclass(frozen=True)
+class SpendPoint:
+    """One setting on the pass-rate-against-spend figure."""
+
+    line: str
+    """The line it is drawn on: its strategy at its N, whatever its budget."""
+    spent: float
+    """Mean spend per episode, in the figure's unit."""
+    spent_low: float
+    spent_high: float
+    """The middle 80% of its episodes' spend (10th to 90th percentile)."""
+    rate: float
+    """Mean pass rate over tasks."""
+    rate_low: float
+    rate_high: float
+    """Its 95% bootstrap interval (tasks resampled)."""
+    budget: float | None
+    """The cap its episodes ran under, in the figure's unit; None: none."""
+
+
+LINE_STYLES = ("-", "--", ":", "-.")
+"""Past the palette's colours, lines differ by style as well."""
+BUDGET_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+"""One marker per budget, the same on every line."""
+
+
+def plot_pass_against_spend(points: Sequence[SpendPoint], path: Path, *, unit: str) -> Path:
+    """Pass rate against realised spend per episode: a line per strategy through its
+    budgets, each point with its pass rate's 95% interval (vertical) and the middle 80%
+    of its episodes' spend (horizontal), a marker per budget, and each budget's cap as a
+    dashed vertical line (see `pass_against_spend_figure`)."""
+    return save_figure(pass_against_spend_figure(points, unit=unit), path)
+
+
+def pass_against_spend_figure(points: Sequence[SpendPoint], *, unit: str) -> Figure:
+    """The figure of `plot_pass_against_spend`, undrawn (tests read its artists). The
+    spend axis is logarithmic when it spans more than a factor of ten (a cap far above
+    what was spent, say), so neither the points nor the caps are squeezed."""
+    from matplotlib.lines import Line2D
+
     figure, (ax,) = new_figure()
-    for index, (label, points) in enumerate(lines.items()):
+    lines: dict[str, list[SpendPoint]] = {}
+    for point in points:
+        lines.setdefault(point.line, []).append(point)
+    budgets = sorted({p.budget for p in points if p.budget is not None})
+    markers = {b: BUDGET_MARKERS[i % len(BUDGET_MARKERS)] for i, b in enumerate(budgets)}
+    for index, (label, members) in enumerate(lines.items()):
         color = PALETTE[index % len(PALETTE)]
-        xs = [p[0] for p in points]
-        ys = [p[1] for p in points]
-        ax.plot(xs, ys, marker="o", linewidth=2, color=color, label=label)
-        for x, y, budget in points:
-            ax.annotate(
-                "no bound" if budget is None else f"≤{budget:,g}",
-                (x, y),
-                xytext=(4, 4),
-                textcoords="offset points",
-                fontsize=8,
+        style = LINE_STYLES[(index // len(PALETTE)) % len(LINE_STYLES)]
+        members = sorted(members, key=lambda p: (p.budget is None, p.budget or 0.0, p.spent))
+        xs, ys = [p.spent for p in members], [p.rate for p in members]
+        ax.plot(xs, ys, linestyle=style, linewidth=1.6, color=color, label=label, zorder=2)
+        for point in members:
+            ax.errorbar(
+                [point.spent],
+                [point.rate],
+                xerr=[[point.spent - point.spent_low], [point.spent_high - point.spent]],
+                yerr=[[point.rate - point.rate_low], [point.rate_high - point.rate]],
+                fmt=markers.get(point.budget, "o") if point.budget is not None else "o",
                 color=color,
+                markersize=6,
+                elinewidth=1,
+                capsize=2,
+                zorder=3,
             )
+    for budget in budgets:
+        ax.axvline(budget, color="#555555", linestyle="--", linewidth=1, zorder=1)
+        ax.annotate(
+            f"cap {budget:,g}",
+            (budget, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(-3, -3),
+            textcoords="offset points",
+            rotation=90,
+            ha="right",
+            va="top",
+            fontsize=8,
+            color="#555555",
+        )
+    spans = [v for p in points for v in (p.spent_low, p.spent, p.spent_high)] + budgets
+    positive = [v for v in spans if v > 0]
+    if positive and max(positive) > 10 * min(positive):
+        ax.set_xscale("log")
+        ax.set_xlim(min(positive) / 1.5, max(positive) * 1.5)
     ax.set_ylim(-0.02, 1.08)
     percent_axis(ax)
-    ax.xaxis.set_major_formatter(token_formatter())
-    ax.set_xlabel("mean tokens per episode (generator + selector + value)")
-    ax.set_ylabel("mean pass rate")
-    ax.set_title("Pass rate against tokens, per strategy over token budgets")
-    ax.legend(title="strategy", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return save_figure(figure, path)
+    if unit == "tokens":
+        ax.xaxis.set_major_formatter(token_formatter())
+    ax.set_xlabel(f"spend per episode ({UNIT_WORDS.get(unit, unit)}, mean; bars: middle 80%)")
+    ax.set_ylabel("mean pass rate (bars: 95% interval)")
+    ax.set_title("Pass rate against realised spend")
+    # Beside the axes, where constrained layout makes room for them: with ten lines
+    # inside, the legend would cover points.
+    figure.legend(
+        *ax.get_legend_handles_labels(),
+        title="strategy",
+        frameon=False,
+        loc="outside right upper",
+        fontsize=8,
+    )
+    if budgets:
+        handles = [
+            Line2D([], [], marker=m, linestyle="", color="#333333", label=f"{b:,g}")
+            for b, m in markers.items()
+        ]
+        figure.legend(
+            handles=handles,
+            title="budget (cap)",
+            frameon=False,
+            loc="outside right lower",
+            fontsize=8,
+        )
+    return figure
+
+
+UNIT_WORDS = {"tokens": "tokens", "completion": "completion tokens", "usd": "US dollars"}
 
 
 def tree_layout(nodes: Sequence[TreeNode]) -> dict[str, tuple[float, float]]:

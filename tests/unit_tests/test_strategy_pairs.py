@@ -1,0 +1,94 @@
+"""All-pairs comparisons at equal budget: Holm-Bonferroni's adjusted p-values, the pairs
+a run's settings make (never across budgets), and the report's table of them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from turnbon_graph.bench.bootstrap import holm
+from turnbon_graph.bench.pairs import all_pairs
+from turnbon_graph.bench.report_format import DASH
+from turnbon_graph.bench.report_pairs import TITLE, pairs_section
+from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.strategies.spec import StrategySpec
+
+
+def test_holm_multiplies_the_ith_smallest_by_m_minus_i_plus_1_and_keeps_the_order() -> None:
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([0.02]) == [0.02] and holm([]) == []
+
+
+def test_holm_controls_the_family_wise_error_rate_under_the_null() -> None:
+    """20 true null hypotheses, 2000 times: a raw p below 0.05 calls some difference
+    significant in most families; Holm's adjusted p in at most 5% of them."""
+    rng = random.Random(7)
+    raw_calls = holm_calls = 0
+    for _ in range(2000):
+        p_values = [rng.random() for _ in range(20)]
+        raw_calls += any(p < 0.05 for p in p_values)
+        holm_calls += any(p < 0.05 for p in holm(p_values))
+    assert raw_calls / 2000 > 0.5 and holm_calls / 2000 <= 0.06
+
+
+def rows(
+    setting: str, passes: list[int], budget: int | None, name: str = "beam"
+) -> list[EpisodeResult]:
+    """One episode per task, passing where `passes` says."""
+    spec = StrategySpec(name=name, token_budget=budget)
+    return [
+        EpisodeResult(
+            task=f"t{k}",
+            trial=0,
+            setting=setting,
+            n=2,
+            outcome="pass" if passed else "wrong_submission",
+            turns=1,
+            duration_s=1.0,
+            strategy=spec,
+        )
+        for k, passed in enumerate(passes)
+    ]
+
+
+def test_settings_are_compared_in_pairs_within_a_budget_only() -> None:
+    good, bad = [1] * 12, [0] * 12
+    groups = {
+        "a 2000": rows("a 2000", good, 2000),
+        "b 2000": rows("b 2000", bad, 2000, "particle"),
+        "c 2000": rows("c 2000", [1, 0] * 6, 2000, "bon"),
+        "a 8000": rows("a 8000", good, 8000),
+        "b 8000": rows("b 8000", good, 8000, "particle"),
+    }
+    pairs = all_pairs(list(groups), groups, resamples=2000, seed=1)
+    assert [(p.budget, p.a, p.b) for p in pairs] == [
+        ("2000 tokens", "a 2000", "b 2000"),
+        ("2000 tokens", "a 2000", "c 2000"),
+        ("2000 tokens", "b 2000", "c 2000"),
+        ("8000 tokens", "a 8000", "b 8000"),
+    ]
+    first = pairs[0]
+    assert first.result is not None and first.result.difference == -1.0
+    assert first.adjusted == pytest.approx(4 / 2000) and first.significant  # p 0 -> 1/R, x4
+    assert all(p.adjusted is not None and p.result is not None for p in pairs)
+    assert all(p.adjusted >= p.result.p_value for p in pairs)  # type: ignore[operator, union-attr]
+    same = pairs[3]
+    assert same.result is not None and same.result.difference == 0 and not same.significant
+
+
+def test_the_report_tables_every_pair_with_its_adjusted_p() -> None:
+    groups = {
+        "a": rows("a", [1] * 6, None),
+        "b": rows("b", [0] * 6, None, "particle"),
+        "c": rows("c", [1] * 6, None, "lookahead"),
+    }
+    lines = pairs_section(list(groups), groups, 1000, 0)
+    assert lines[0] == f"### {TITLE}"
+    table = [line for line in lines if line.startswith("| ")]
+    assert table[0].startswith("| Budget | A | B | B - A | 95% CI | p-value | Holm p |")
+    assert len(table) == 2 + 3  # header, rule, three pairs
+    assert f"| {DASH} | a | b | -100.0 pp |" in table[2] and table[2].endswith("| yes | 6 |")
+    assert "2 of 3 pairs differ" in "\n".join(lines)
+    assert pairs_section(["a"], {"a": groups["a"]}, 100, 0) == []  # nothing to pair
