@@ -229,6 +229,9 @@ def test_a_rubric_of_ones_own_is_what_the_value_model_scores_by(tmp_path: Path) 
     assert row.strategy is not None and row.strategy.rubric == rubric.read_text()
     assert row.setting == "beam W=2 N=2"
     assert bench(tmp_path / "r2", "--strategy", "escalate", "--value-rubric", "x") == 2
+    # the value function's endpoint, for a run none of whose strategies takes one
+    assert bench(tmp_path / "r3", "-n", "2", "--value-api-base", "http://127.0.0.1:9") == 2
+    assert not (tmp_path / "r2").exists() and not (tmp_path / "r3").exists()
 
 
 async def test_the_rubric_reaches_the_value_requests(stub: StubServer, tmp_path: Path) -> None:

@@ -158,6 +158,7 @@ def strategy_of(
     the strategies it applies to; one that applies to none of them is refused."""
     from pydantic import ValidationError
 
+    from turnbon_graph.bench.strategies.registry import strategy_kind
     from turnbon_graph.bench.strategies.spec import StrategySpec
     from turnbon_graph.config import configuration_error
     from turnbon_graph.errors import ConfigurationError
@@ -210,6 +211,11 @@ def strategy_of(
                 )
     except ValidationError as exc:  # a flag of another strategy: the message says which
         raise configuration_error(exc) from None
+    if args.value_api_base and not any(strategy_kind(spec.name).value for spec in specs):
+        raise ConfigurationError(
+            "--value-api-base is the value function's endpoint, and no strategy of the run "
+            "takes one: add --strategy beam, particle or lookahead, or drop it"
+        )
     return specs, value_kwargs
 
 

@@ -44,8 +44,11 @@ class ValueSetup:
     """The episode's task."""
     model: str
     """The generator's model id: a value function that calls a model may default to it."""
+    endpoint: dict[str, Any]
+    """The generator's connection (api_base, api_key, ...): what calls to `model` use."""
     completion_kwargs: dict[str, Any]
-    """The value function's connection (`BenchConfig.value_kwargs`): api_base, api_key."""
+    """The value function's own connection (`BenchConfig.value_kwargs`, `turnbon bench
+    --value-api-base`); empty when none was given (LiteLLM's own for the model)."""
     client: CompletionClient
     """The client its calls go through: metered as value calls on the episode's ledger."""
     ledger: Ledger
@@ -79,15 +82,16 @@ def make_value(
     assert isinstance(generator, CandidateGenerator)  # what TurnEngine.from_options builds
     client = MeteredClient(generator.client, ledger, "value")
     scheme = value_scheme(spec.value)
-    if kwargs is None and spec.value is None:
-        endpoint = {**generator.completion_kwargs, **generator.specs[0].completion_kwargs}
-        kwargs = {k: v for k, v in endpoint.items() if k in CONNECTION_KEYS}
+    given = {**generator.completion_kwargs, **generator.specs[0].completion_kwargs}
+    endpoint = {k: v for k, v in given.items() if k in CONNECTION_KEYS}
     if scheme is None:
         model = spec.value or generator.models[0]
+        if kwargs is None and spec.value is None:
+            kwargs = endpoint
         return ValueModel(model, completion_kwargs=kwargs, client=client, rubric=spec.rubric)
     name, argument = scheme
     setup = ValueSetup(
-        argument, spec, task, generator.models[0], dict(kwargs or {}), client, ledger
+        argument, spec, task, generator.models[0], endpoint, dict(kwargs or {}), client, ledger
     )
     made = value_factory(name)(setup)
     if not isinstance(made, ValueFunction):
