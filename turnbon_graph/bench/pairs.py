@@ -28,7 +28,9 @@ class PairComparison:
     budget: str
     """The budget both ran at, as a label shows it (`2000`, `$0.05`); empty: unbounded."""
     a: str
+    """Setting A, the earlier in the run's order."""
     b: str
+    """Setting B: the difference is B minus A."""
     result: metrics.PairedComparison | None
     """B minus A with its interval and raw p; None when they share no task."""
     adjusted: float | None = None
@@ -41,9 +43,16 @@ class PairComparison:
 
 
 def budget_of(results: Sequence[EpisodeResult]) -> str:
-    """The budget a setting's episodes ran at, as its label shows it."""
+    """The budget a setting's episodes ran at.
+
+    Args:
+        results: the setting's episodes (all of one strategy and budget).
+
+    Returns:
+        Its amount in its unit (`2000 tokens`, `$0.05`); empty without a budget.
+    """
     spec = results[0].strategy or StrategySpec()
-    return f"{spec.budget_text} {spec.budget_unit}" if spec.budget_text else ""
+    return spec.amount(spec.token_budget) if spec.token_budget is not None else ""
 
 
 def all_pairs(
@@ -55,7 +64,17 @@ def all_pairs(
 ) -> list[PairComparison]:
     """Every two settings of one budget, in the run's order, each paired by task, the
     raw p-values adjusted together. A bootstrap p of 0 enters the adjustment as
-    1/resamples, the least the resampling can tell apart from 0."""
+    1/resamples, the least the resampling can tell apart from 0.
+
+    Args:
+        order: the settings, in the run's order.
+        groups: each setting's episodes.
+        resamples: bootstrap resamples of each pair.
+        seed: seeds the resampling.
+
+    Returns:
+        The pairs, budget by budget; a pair of no common task has no result.
+    """
     by_budget: dict[str, list[str]] = {}
     for setting in order:
         by_budget.setdefault(budget_of(groups[setting]), []).append(setting)

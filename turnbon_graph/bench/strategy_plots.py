@@ -96,7 +96,9 @@ def pass_against_spend_figure(points: Sequence[SpendPoint], *, unit: str) -> Fig
                 yerr=[[point.rate - point.rate_low], [point.rate_high - point.rate]],
                 fmt=markers.get(point.budget, "o") if point.budget is not None else "o",
                 color=color,
-                markersize=6,
+                markersize=7,
+                markeredgecolor="white",  # a point drawn over another stays apart
+                markeredgewidth=0.8,
                 elinewidth=1,
                 capsize=2,
                 zorder=3,

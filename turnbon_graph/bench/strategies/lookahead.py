@@ -1,8 +1,8 @@
 """Lookahead over agent turns: Turn-BoN whose choice comes from short rollouts.
 
 Each turn the trajectory proposes N candidates (one generator call). Each distinct
-candidate runs as beam's children do (the first in the trajectory's own environment,
-each other in a fork of it), then is continued `horizon` turns at N=1 in a fork of its
+candidate runs as beam's children do (each in a fork of the trajectory's environment, a
+lone one in the trajectory's own), then is continued `horizon` turns at N=1 in a fork of its
 own environment taken after that step, and the value model scores where the rollout led
 (its transcript). The candidate whose rollout scored best is the one the trajectory
 takes, the first on ties; it goes on from that candidate's step alone. Every rollout,

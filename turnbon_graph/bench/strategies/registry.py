@@ -34,6 +34,8 @@ class StrategyKind:
     takes (each with its default) and how its settings run."""
 
     name: str
+    """How runs name it (`--strategy NAME`, `StrategySpec.name`, the setting's label):
+    lower-case letters, digits, `-` and `_`."""
     summary: str = ""
     """What a turn does, in one line (`turnbon bench --help`)."""
     width: int | None = None
@@ -159,6 +161,12 @@ def register_strategy(cls: type[T]) -> type[T]:
     """Adds the strategy class `cls` under the name its `kind` gives (usable as a class
     decorator); registering a class of the same module and name again replaces it.
 
+    Args:
+        cls: a subclass of `search.Strategy` with a `kind` of its own.
+
+    Returns:
+        `cls` itself.
+
     Raises:
         ConfigurationError: `cls.kind` is no `StrategyKind`, its name is not lower-case
             letters, digits, `-` and `_`, or another strategy has that name.
@@ -193,8 +201,12 @@ def register_value(name: str, factory: Callable[[Any], Any]) -> None:
     """Adds the value function `factory` builds under `name`: a spec's `value` of
     `name` or `name:ARGUMENT` then uses it. `factory` is a `valuing.ValueFactory`: it
     takes a `valuing.ValueSetup` (its `argument` holds ARGUMENT) and returns a
-    `value.ValueFunction`.
-    Registering a name again replaces its factory, the built-in ones' excepted.
+    `value.ValueFunction`. Registering a name again replaces its factory, the built-in
+    ones' excepted.
+
+    Args:
+        name: how a spec's `value` names it.
+        factory: builds the value function of one episode from its `ValueSetup`.
 
     Raises:
         ConfigurationError: `name` is not lower-case letters, digits, `-` and `_`, or
