@@ -4,13 +4,15 @@ docs/strategies.md, regenerated.
 One `turnbon bench` run on the terminal tasks' stub policy (`--model stub --value
 stub`: no key, no network) of bon, beam search and particle filtering at two token
 budgets, six tasks by two trials, into one run folder, then `turnbon report` on it;
-prints the report's "Strategies at matched compute" tables (the comparison, the
-exploration/exploitation split and the spend) with the date, the command and the
-machine (and writes them to `--out`). The stub's numbers say what each strategy does
+prints the report's "Strategies at matched compute" tables (the comparison, all pairs at
+equal budget, the exploration/exploitation split and the spend) with the date, the
+command and the machine (and writes them to `--out`; `--figure` copies the report's
+figure, pass rate against realised spend). The stub's numbers say what each strategy does
 with a budget on scripted tasks, not how a real model would fare.
 
     python benchmarks/strategies.py
     python benchmarks/strategies.py --out docs/figures/strategies.md --keep runs/strategies
+    python benchmarks/strategies.py --figure docs/strategies/pass-against-spend.png
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import os
 import platform
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -27,14 +30,21 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from turnbon_graph.bench.report_strategies import SECTION
+from turnbon_graph.bench.report_pairs import TITLE as PAIRS
+from turnbon_graph.bench.report_strategies import SECTION, TOKENS_PLOT
 from turnbon_graph.cli.main import main as turnbon
 
 STRATEGIES = ["bon", "beam", "particle"]
 BUDGETS = ["2000", "8000"]
 TASKS = ["largest-file", "greet-script", "sales-total", "word-frequency", "active-emails"]
 TASKS += ["csv-to-json"]
-TABLES = (f"## {SECTION}", "### Exploration and exploitation", "### Spend", "By kind, per episode")
+TABLES = (
+    f"## {SECTION}",
+    f"### {PAIRS}",
+    "### Exploration and exploitation",
+    "### Spend",
+    "By kind, per episode",
+)
 """Where each table printed starts: the first table after each."""
 
 
@@ -60,6 +70,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=2, help="trials per task and setting")
     parser.add_argument("--out", type=Path, help="also write the table (Markdown) here")
     parser.add_argument("--keep", type=Path, help="the run folder (default: a temporary one)")
+    parser.add_argument("--figure", type=Path, help="copy the report's figure (PNG) here")
     args = parser.parse_args()
     temporary = tempfile.TemporaryDirectory(prefix="turnbon-strategies-")
     run = args.keep or Path(temporary.name) / "run"
@@ -94,6 +105,9 @@ def main() -> int:
         ]
     )
     print(text)
+    if args.figure is not None:
+        args.figure.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(run / "report" / f"{TOKENS_PLOT}.png", args.figure)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text, encoding="utf-8")

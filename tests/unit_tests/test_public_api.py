@@ -79,11 +79,24 @@ MODULES = {
     "turnbon_graph.bench.environment": ["Environment", "Episode", "TaskSpec", "Verdict"],
     "turnbon_graph.bench.metrics": ["consistency_curve", "cost_table", "pass_at_k"],
     "turnbon_graph.bench.runs": ["read_episodes"],
+    "turnbon_graph.bench.pairs": ["all_pairs"],
+    "turnbon_graph.bench.strategies.registry": [
+        "StrategyKind",
+        "register_strategy",
+        "register_value",
+    ],
+    "turnbon_graph.bench.strategies.search": ["Search", "Strategy"],
+    "turnbon_graph.bench.strategies.spec": ["StrategySpec"],
+    "turnbon_graph.bench.strategies.trajectory": ["Trajectory"],
+    "turnbon_graph.bench.strategies.value": ["ValueFunction", "ValueModel"],
+    "turnbon_graph.bench.strategies.valuing": ["ValueSetup"],
+    "turnbon_graph.bench.strategies.prm": ["ProcessRewardModel"],
     "turnbon_graph.config": ["TurnConfig", "TurnOptions", "turn_config"],
     "turnbon_graph.litellm_provider": ["TurnBoNProvider", "register", "turnbon_record"],
     "turnbon_graph.langgraph_server": ["make_graph"],
 }
-"""Modules the README, docs/ray.md and the integrations' READMEs import names from."""
+"""Modules the README, docs/ray.md, docs/strategies.md and the integrations' READMEs
+import names from."""
 
 OLD_PATHS = {
     "turnbon_graph.client": ["LiteLLMClient", "load_litellm", "redact", "describe_error"],
