@@ -9,12 +9,23 @@ import argparse
 import math
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
+from tests.counter_env import CounterEpisode
+from turnbon_graph.bench.environment import Episode, TaskSpec
 from turnbon_graph.bench.runs import settings_of
+from turnbon_graph.bench.strategies.beam import Beam
+from turnbon_graph.bench.strategies.budget import Ledger
 from turnbon_graph.bench.strategies.prm import prm_request, read_score
 from turnbon_graph.bench.strategies.registry import (
     StrategyKind,
@@ -25,13 +36,15 @@ from turnbon_graph.bench.strategies.registry import (
     strategy_names,
     value_scheme,
 )
-from turnbon_graph.bench.strategies.search import Strategy
+from turnbon_graph.bench.strategies.search import Search, Strategy
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.value import checked_score
+from turnbon_graph.bench.strategies.valuing import make_value
 from turnbon_graph.cli.main import build_parser
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
 from turnbon_graph.selectors.model_call import Asked
+from turnbon_graph.turn.engine import TurnEngine
 
 
 class Widest(Strategy):
@@ -225,3 +238,33 @@ def test_a_reply_without_a_number_is_unusable() -> None:
 def test_a_value_functions_answer_is_checked(answer: Any, value: float | None, error: str) -> None:
     checked = checked_score(answer)
     assert (checked.value, checked.error) == (value, error)
+
+
+class FromTheTranscript:
+    """A value function that asks no model: its calls cost the budget nothing."""
+
+    name = "from-the-transcript"
+
+    def request_size(self, messages: Sequence[BaseMessage]) -> int:
+        return 0
+
+    async def score(self, messages: Sequence[BaseMessage], episode: Episode) -> float:
+        return 5.0
+
+
+def test_a_value_function_that_asks_no_model_is_planned_at_no_cost() -> None:
+    """The plan of a turn under a budget counts a value call by its request; the LLM
+    rubric's costs tokens, a function of the transcript none (a cost would narrow the
+    turn for nothing)."""
+    connection = {"api_base": "http://127.0.0.1:9", "api_key": "x"}
+    engine = TurnEngine.from_options("openai/stub", n=2, completion_kwargs=connection)
+    task = TaskSpec(id="count", instruction="Bring the counter to 3.")
+    ledger = Ledger(1000.0)
+    ledger.estimates.first_ratio = 0.25
+    ledger.estimates.grew(400)
+    rubric = make_value(engine, StrategySpec(name="beam"), task, None, ledger)
+    costs = {}
+    for value in (rubric, FromTheTranscript()):
+        search = Search(Beam(2, 2), engine, value, task, CounterEpisode(3), ledger)
+        costs[value.name] = search.strategy.scoring_cost(search, search.live[0], 2)
+    assert costs["value:openai/stub"] > 0 and costs["from-the-transcript"] == 0

@@ -56,8 +56,7 @@ class Lookahead(Strategy):
         size = search.request_size(parent.messages)
         turns = range(1, self.horizon + 1)
         rollout = sum(ledger.estimate("rollout", size + t * growth, 1) for t in turns)
-        value = ledger.estimate("value", search.value_size(parent) + (self.horizon + 1) * growth)
-        return k * (rollout + value)
+        return k * (rollout + search.value_cost(parent, self.horizon + 1))
 
     async def evaluate(self, search: Search, children: list[Trajectory]) -> None:
         """Each child scored by where its rollout led, when there is more than one."""
@@ -89,7 +88,7 @@ class Lookahead(Strategy):
             else:
                 rollout = await self._roll(search, child, where)
         try:
-            if search.ledger.fits(search.ledger.estimate("value", search.value_size(rollout))):
+            if search.ledger.fits(search.value_cost(rollout, 0)):
                 await search.rate(rollout, into=child)
         finally:
             if where is not None and not isinstance(where, str):

@@ -105,9 +105,7 @@ class Strategy:
     def scoring_cost(self, search: Search, parent: Trajectory, k: int) -> float:
         """The estimated cost of scoring k children of `parent`: a value call each, on
         its request grown by a step."""
-        ledger = search.ledger
-        size = search.value_size(parent) + ledger.growth
-        return ledger.estimate("value", size, k, calls=k)
+        return search.value_cost(parent, 1, k)
 
     async def evaluate(self, search: Search, children: list[Trajectory]) -> None:
         """Each child's value, when there is more than one thing to compare."""
@@ -242,6 +240,16 @@ class Search(Forest):
         if self.value is None:
             return 0
         return self.value.request_size(self.engine.transcript(trajectory.messages))
+
+    def value_cost(self, trajectory: Trajectory, steps: int, calls: int = 1) -> float:
+        """The estimated cost of `calls` value calls on `trajectory` grown by `steps`
+        steps; nothing for a value function that sends no request (the oracle, or a
+        function of the transcript alone)."""
+        size = self.value_size(trajectory)
+        if size == 0:
+            return 0.0
+        ledger = self.ledger
+        return ledger.estimate("value", size + steps * ledger.growth, calls, calls=calls)
 
     def selector_cost(self, size: float, k: int) -> float:
         """The estimated cost of a selector's call on k candidates for a request of
