@@ -22,16 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
 import threading
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -44,7 +40,8 @@ from turnbon_terminal.bwrap import TMP_PLACE, WORK_PLACE, Layout, Session, find_
 from turnbon_terminal.enforcement import Enforcement, EpisodeResources
 from turnbon_terminal.envvars import SAFE_PATH, sandbox_env
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.output import CappedOutput, Pump, exited_or_flooded
+from turnbon_terminal.output import CappedOutput, Pump
+from turnbon_terminal.process import kill_group, run_process
 from turnbon_terminal.result import CommandResult
 from turnbon_terminal.settings import Fresh, SandboxSettings
 from turnbon_terminal.users import (
@@ -73,11 +70,6 @@ UID_FALLBACK_WARNING = (
     "tests and solutions too) and, as a non-root runner, run as you. Install bubblewrap "
     "and drop sandbox='uid' for real isolation"
 )
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 class SandboxHost:
@@ -353,71 +345,20 @@ class Sandbox:
         sink = CappedOutput(keep or self.settings.output_limit)
         cwd = cwd or self.inside(self.workdir)
         command, options = await self._launch(argv, cwd, self.env(env), fresh)
-        read_fd, write_fd = os.pipe()
-        started = time.monotonic()
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *command,
-                stdin=subprocess.DEVNULL,
-                stdout=write_fd,
-                stderr=write_fd,
-                start_new_session=True,  # its own process group, killed as one
-                umask=0o077,  # what it creates in shared places stays its own
-                preexec_fn=self._preexec,
-                **options,
-            )
-        except OSError as exc:
-            # Could not execute argv[0] at all: answered like a shell would (126/127).
-            os.close(read_fd)
-            code = 127 if isinstance(exc, FileNotFoundError) else 126
-            return CommandResult(
-                output=f"cannot run {argv[0]}: {exc.strerror or exc}\n",
-                exit_code=code,
-                timeout=limit,
-            )
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        pump = Pump(read_fd, sink, self.settings.hard_output_limit)
-        timed_out = flooded = background = False
-        waiter: asyncio.Future[int] | None = None
-        try:
-            await pump.open()
-            waiter = await exited_or_flooded(process, pump, limit)
-            if not waiter.done():
-                flooded = pump.flooded.is_set()
-                timed_out = not flooded
-                _kill_group(process.pid)
-                await waiter
-            assert pump.task is not None
-            try:
-                await asyncio.wait_for(asyncio.shield(pump.task), self.settings.background_grace)
-            except TimeoutError:
-                background = True
-        except BaseException:
-            # Cancelled (the agent's time ran out) or broken: nothing of it may live on.
-            _kill_group(process.pid)
-            if waiter is not None:
-                waiter.cancel()
-            await pump.stop()
-            raise
-        sink.freeze()
-        if background:
-            self._pumps.add(pump)  # drained (and closed past the hard cap) until close()
-            self._groups.add(process.pid)
-        return CommandResult(
-            output=sink.text(),
-            exit_code=process.returncode if process.returncode is not None else -9,
-            timeout=limit,
-            timed_out=timed_out,
-            flooded=flooded,
-            background=background,
-            total_bytes=sink.seen,
+        ran = await run_process(
+            command,
+            options,
+            argv0=argv[0],
+            limit=limit,
+            sink=sink,
             hard_limit=self.settings.hard_output_limit,
-            duration_s=round(time.monotonic() - started, 3),
+            background_grace=self.settings.background_grace,
+            preexec=self._preexec,
         )
+        if ran.pump is not None:  # processes it left in the background
+            self._pumps.add(ran.pump)  # drained (and closed past the hard cap) until close()
+            self._groups.add(ran.pgid)
+        return ran.result
 
     async def kill_all(self) -> bool:
         """Ends every process of the episode (before verification, and at close); True
@@ -440,7 +381,7 @@ class Sandbox:
         # Without a uid of its own, the episode's processes are its commands' groups
         # (a process that started a new session of its own is out of reach).
         for pgid in self._groups:
-            _kill_group(pgid)
+            kill_group(pgid)
         self._groups.clear()
         return True
 
