@@ -72,6 +72,7 @@ async def exec_command(
             stdout=write_fd,
             stderr=write_fd,
             start_new_session=True,
+            cwd=engine.cwd,  # not the user's folder: conmon writes a file there
         )
     except BaseException:
         os.close(read_fd)

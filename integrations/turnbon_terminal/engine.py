@@ -14,8 +14,10 @@ import asyncio
 import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from turnbon_graph.errors import ConfigurationError
 from turnbon_terminal.errors import SandboxError
@@ -54,6 +56,10 @@ class Engine:
 
     name: str
     path: str
+    cwd: str = "/"
+    """Where the CLI runs: Podman's conmon writes an `oom` file into its current folder
+    for every `exec`, so the CLI never runs in the user's (`Engine.find` gives it a
+    private folder of its own)."""
 
     @classmethod
     def find(cls, choice: str | None = None) -> Engine:
@@ -68,7 +74,9 @@ class Engine:
         for name in [wanted] if wanted else ENGINES:
             path = shutil.which(name)
             if path is not None:
-                return cls(name, path)
+                folder = Path(tempfile.gettempdir(), f"turnbon-engine-{os.getuid()}")
+                folder.mkdir(mode=0o700, exist_ok=True)
+                return cls(name, path, str(folder))
         missing = wanted or "podman or docker"
         raise ContainerError(
             f"{missing} is not installed, and this task runs in a container: install "
@@ -91,6 +99,7 @@ class Engine:
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            cwd=self.cwd,
         )
         try:
             out, err = await asyncio.wait_for(process.communicate(stdin), limit_s)
@@ -120,9 +129,10 @@ class Engine:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=asyncio.subprocess.PIPE,
+                cwd=self.cwd,
             )
             receiver = await asyncio.create_subprocess_exec(
-                self.path, *target, stdin=read_fd,
+                self.path, *target, stdin=read_fd, cwd=self.cwd,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
         finally:

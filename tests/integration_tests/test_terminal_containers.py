@@ -164,7 +164,14 @@ async def _started(folder: Path) -> ContainerEpisode:
     return episode
 
 
-def test_memory_over_memory_mb_ends_the_episode_as_a_resource_limit(tmp_path: Path) -> None:
+def test_memory_over_memory_mb_ends_the_episode_as_a_resource_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run from an empty folder, which stays empty: on an OOM kill Podman's conmon writes an
+    # `oom` file into the folder the engine's CLI runs in, which is never the user's.
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
     folder = tb2_task(tmp_path, "hungry")
     toml = (folder / "task.toml").read_text().replace("memory_mb = 256", "memory_mb = 64")
     (folder / "task.toml").write_text(toml)
@@ -182,6 +189,7 @@ def test_memory_over_memory_mb_ends_the_episode_as_a_resource_limit(tmp_path: Pa
     shown, over = asyncio.run(scenario())
     assert over is not None and over.startswith("memory: ") and "memory_mb = 64" in over
     assert "Killed" in shown and "[the episode went over its budget (memory" in shown
+    assert list(here.iterdir()) == []
 
 
 @pytest.mark.skipif(
