@@ -6,6 +6,7 @@ checkpointing and export. Records never hold request headers or API keys.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Sequence
@@ -240,12 +241,22 @@ class TraceSink(Protocol):
     """Receives one record per turn, after the choice is made."""
 
     def write(self, record: TurnRecord) -> None:
-        """Takes one turn's record. Called on the turn's event loop: keep it quick.
+        """Takes one turn's record. Called on the turn's event loop: keep it quick, or
+        give the sink an `async def awrite(record)` as well, which a turn awaits instead.
 
         Args:
             record: the turn's record, as the chosen message carries it.
         """
         ...
+
+
+async def write_trace(sink: TraceSink, record: TurnRecord) -> None:
+    """Hands `record` to `sink`: through its `awrite` where it has one, else `write`."""
+    awrite = getattr(sink, "awrite", None)
+    if awrite is not None:
+        await awrite(record)
+    else:
+        sink.write(record)
 
 
 class JSONLTraceSink:
@@ -271,6 +282,15 @@ class JSONLTraceSink:
         line = json.dumps(record.to_json(), ensure_ascii=False)
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
+
+    async def awrite(self, record: TurnRecord) -> None:
+        """Appends `record` as `write` does, in a worker thread: a slow disk or a full
+        pipe never stalls the event loop.
+
+        Args:
+            record: the turn's record.
+        """
+        await asyncio.to_thread(self.write, record)
 
     def __repr__(self) -> str:
         return f"JSONLTraceSink({str(self.path)!r})"

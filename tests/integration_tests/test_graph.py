@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +23,11 @@ from turnbon_graph import (
     AllCandidatesFailedError,
     ConfigurationError,
     CredentialsError,
-    FirstSelector,
     create_turnbon_agent,
     create_turnbon_graph,
     turn_record,
 )
+from turnbon_graph.selectors import FirstSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,
@@ -249,6 +253,67 @@ async def test_trace_and_records_never_hold_the_api_key(stub: StubServer, tmp_pa
     assert SECRET not in dumped and "team-token-value" not in dumped
     # The default selector (the generator's model) shared the generator's endpoint and key.
     assert selector_requests(stub.requests)[0].header("Authorization") == f"Bearer {SECRET}"
+
+
+def _someone_waits_for_a_fifo_reader() -> bool:
+    """Whether a thread of this process is blocked opening a FIFO that has no reader."""
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            if (task / "wchan").read_text() == "wait_for_partner":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+async def test_a_slow_trace_file_never_stalls_the_event_loop(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    # The trace file is a FIFO: appending to it blocks until a reader opens it. A thread
+    # waits until the turn's write is blocked there, then lets the loop release it. Were
+    # the write made on the loop, the loop could not answer and the release would time out.
+    stub.script(chat_completion("done"))
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+    looked, released = threading.Event(), threading.Event()
+    seen_blocked: list[bool] = []
+    released_by_the_loop: list[bool] = []
+    lines: list[str] = []
+
+    def late_reader() -> None:
+        for _ in range(1000):  # up to 10 s for the turn to reach its trace write
+            if _someone_waits_for_a_fifo_reader():
+                seen_blocked.append(True)
+                break
+            time.sleep(0.01)
+        looked.set()
+        released_by_the_loop.append(released.wait(timeout=5))
+        with fifo.open(encoding="utf-8") as reader:
+            lines.extend(reader.read().splitlines())
+
+    async def release_once_blocked() -> None:
+        await asyncio.to_thread(looked.wait)
+        released.set()
+
+    reader_thread = threading.Thread(target=late_reader)
+    reader_thread.start()
+    graph = create_turnbon_graph(
+        "openai/stub",
+        n=1,
+        selector=FirstSelector(),
+        trace=fifo,
+        completion_kwargs=stub_kwargs(stub.base_url),
+    ).compile()
+    releasing = asyncio.create_task(release_once_blocked())
+    try:
+        await graph.ainvoke({"messages": [HumanMessage("go")]})
+    finally:
+        await asyncio.to_thread(reader_thread.join, 30)
+        await releasing
+    if not seen_blocked:
+        pytest.skip("this kernel does not show a thread waiting on a FIFO")
+    assert released_by_the_loop == [True]  # the loop ran while the write waited
+    assert [json.loads(line)["n_requested"] for line in lines] == [1]
 
 
 async def test_failed_calls_never_leak_the_key_into_errors(stub: StubServer) -> None:

@@ -30,6 +30,7 @@ from turnbon_graph.records import (
     TurnRecord,
     Usage,
     UsageSplit,
+    write_trace,
 )
 from turnbon_graph.selectors.base import Selector
 from turnbon_graph.turn._builder import call_client, resolve_selector
@@ -394,7 +395,7 @@ class TurnEngine:
             }
         )
         if self.trace is not None:
-            self.trace.write(record)
+            await write_trace(self.trace, record)
         if on_event is not None:
             on_event(
                 {
