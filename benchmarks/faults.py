@@ -209,7 +209,8 @@ import json, sys, time
 from pathlib import Path
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
-from turnbon_graph import FirstSelector, create_turnbon_agent, turn_record
+from turnbon_graph import create_turnbon_agent, turn_record
+from turnbon_graph.selectors import FirstSelector
 
 base_url, db, marks, mode = sys.argv[1:5]
 

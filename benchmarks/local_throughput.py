@@ -34,7 +34,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
 from langchain_core.messages import HumanMessage
 
-from turnbon_graph import FirstSelector, LLMSelector, Selector, TurnEngine, turn_record
+from turnbon_graph import TurnEngine, turn_record
+from turnbon_graph.selectors import FirstSelector, LLMSelector, Selector
 from turnbon_local import LocalModelServer, default_threads
 
 PROMPT = [{"role": "user", "content": "Explain in a few sentences how a compiler works."}]

@@ -29,7 +29,8 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from turnbon_graph import AdaptiveN, EarlyCommit, LLMSelector, TurnEngine, turn_record
+from turnbon_graph import AdaptiveN, EarlyCommit, TurnEngine, turn_record
+from turnbon_graph.selectors import LLMSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

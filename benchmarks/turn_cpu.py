@@ -99,7 +99,8 @@ def shell(command: str) -> str:
 async def our_arm(name: str, url: str, n: int = N) -> Turn:
     from langchain_core.messages import HumanMessage
 
-    from turnbon_graph import LLMSelector, create_turnbon_graph
+    from turnbon_graph import create_turnbon_graph
+    from turnbon_graph.selectors import LLMSelector
 
     endpoint = {"api_base": url, "api_key": "sk-bench"}
     selector = LLMSelector(MODEL, completion_kwargs=endpoint, seed=0)

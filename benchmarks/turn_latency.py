@@ -25,7 +25,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from langchain_core.messages import HumanMessage
 
-from turnbon_graph import FirstSelector, LLMSelector, TurnEngine, turn_record
+from turnbon_graph import TurnEngine, turn_record
+from turnbon_graph.selectors import FirstSelector, LLMSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

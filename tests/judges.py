@@ -11,7 +11,8 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from tests.helpers import stub_engine, stub_kwargs
-from turnbon_graph import Selector, TurnEngine
+from turnbon_graph import TurnEngine
+from turnbon_graph.selectors import Selector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

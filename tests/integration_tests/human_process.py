@@ -25,7 +25,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
-from turnbon_graph import HumanSelector, create_turnbon_graph, turn_record
+from turnbon_graph import create_turnbon_graph, turn_record
+from turnbon_graph.selectors import HumanSelector
 
 THREAD: RunnableConfig = {"configurable": {"thread_id": "human-choice"}}
 

@@ -11,7 +11,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from tests.helpers import stub_engine
-from turnbon_graph import AllCandidatesFailedError, FirstSelector, TurnEngine, turn_record
+from turnbon_graph import AllCandidatesFailedError, TurnEngine, turn_record
+from turnbon_graph.selectors import FirstSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

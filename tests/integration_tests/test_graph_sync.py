@@ -25,7 +25,8 @@ from tests.integration_tests.test_graph import (
     script_episode,
     script_progress,
 )
-from turnbon_graph import HumanSelector, create_turnbon_agent, create_turnbon_graph, turn_record
+from turnbon_graph import create_turnbon_agent, create_turnbon_graph, turn_record
+from turnbon_graph.selectors import HumanSelector
 from turnbon_graph.testing import StubServer, chat_completion, tool_call
 
 

@@ -11,8 +11,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from tests.helpers import stub_engine, stub_kwargs
-from turnbon_graph import LLMSelector, turn_record
+from turnbon_graph import turn_record
 from turnbon_graph._litellm.client import LiteLLMClient
+from turnbon_graph.selectors import LLMSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

@@ -19,8 +19,9 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from tests.helpers import stub_engine, stub_kwargs
-from turnbon_graph import ConfigurationError, HumanSelector, create_turnbon_graph
+from turnbon_graph import ConfigurationError, create_turnbon_graph
 from turnbon_graph import turn_record as record_of
+from turnbon_graph.selectors import HumanSelector
 from turnbon_graph.testing import StubServer, chat_completion, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,13 +23,8 @@ from tests.helpers import (
     selector_requests,
     stub_kwargs,
 )
-from turnbon_graph import (
-    ConfigurationError,
-    FirstSelector,
-    HumanSelector,
-    TurnBoNMiddleware,
-    turn_record,
-)
+from turnbon_graph import ConfigurationError, TurnBoNMiddleware, turn_record
+from turnbon_graph.selectors import FirstSelector, HumanSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

@@ -11,10 +11,11 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from tests.helpers import generator_requests, stub_engine
-from turnbon_graph import AdaptiveN, EarlyCommit, FirstSelector, TurnEngine, turn_record
+from turnbon_graph import AdaptiveN, EarlyCommit, TurnEngine, turn_record
 from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.config import TurnConfig
 from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.selectors import FirstSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,

@@ -11,15 +11,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from tests.helpers import generator_requests, selector_answer, stub_engine, stub_kwargs
-from turnbon_graph import (
-    ConfigurationError,
-    FirstSelector,
-    TurnEngine,
-    create_turnbon_agent,
-    turn_record,
-)
+from turnbon_graph import ConfigurationError, TurnEngine, create_turnbon_agent, turn_record
 from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.openai.messages import to_openai_tools
+from turnbon_graph.selectors import FirstSelector
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, is_selector_request
 from turnbon_graph.turn.generator import CandidateGenerator
 

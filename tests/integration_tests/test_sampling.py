@@ -16,16 +16,10 @@ from tests.helpers import (
     stub_engine,
     stub_kwargs,
 )
-from turnbon_graph import (
-    AdaptiveN,
-    Budget,
-    EarlyCommit,
-    LLMSelector,
-    TurnEngine,
-    turn_record,
-)
+from turnbon_graph import AdaptiveN, Budget, EarlyCommit, TurnEngine, turn_record
 from turnbon_graph._litellm.loading import load_litellm
 from turnbon_graph.records import RECORD_KEY, TurnRecord
+from turnbon_graph.selectors import LLMSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

@@ -21,7 +21,8 @@ from tests.judges import (
     system_prompt,
     user_prompt,
 )
-from turnbon_graph import ConfigurationError, ScoringSelector, TurnRecord, turn_record
+from turnbon_graph import ConfigurationError, TurnRecord, turn_record
+from turnbon_graph.selectors import ScoringSelector
 from turnbon_graph.testing import CapturedRequest, StubServer, error, is_selector_request
 
 SCORES: dict[str, float] = {"ls": 2, "pytest -x": 9, "cat a.py": 5, "git status": 1}

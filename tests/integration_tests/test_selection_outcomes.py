@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from tests.helpers import generator_requests, stub_engine
-from turnbon_graph import Candidate, Selection, TurnEngine, turn_record
+from turnbon_graph import Candidate, TurnEngine, turn_record
+from turnbon_graph.selectors import Selection
 from turnbon_graph.testing import StubServer, chat_completion, error, tool_call
 
 ASK = [HumanMessage("go")]

@@ -11,16 +11,14 @@ from langchain_core.messages import HumanMessage
 
 from tests.helpers import requests_in_flight, selector_requests, stub_kwargs
 from tests.judges import pick, prompt_is, shown_actions
-from turnbon_graph import (
-    ChatTurnBoN,
+from turnbon_graph import ChatTurnBoN, create_turnbon_graph, turn_record
+from turnbon_graph._litellm.client import LiteLLMClient
+from turnbon_graph.selectors import (
     EnsembleSelector,
     LLMSelector,
     RefineSelector,
     TournamentSelector,
-    create_turnbon_graph,
-    turn_record,
 )
-from turnbon_graph._litellm.client import LiteLLMClient
 from turnbon_graph.selectors.llm import SELECTOR_SYSTEM_PROMPT
 from turnbon_graph.selectors.refine import REFINE_SYSTEM_PROMPT
 from turnbon_graph.testing import (

@@ -14,14 +14,8 @@ from tests.helpers import (
     stub_engine,
     stub_kwargs,
 )
-from turnbon_graph import (
-    LLMSelector,
-    MajorityVoteSelector,
-    RandomSelector,
-    TurnEngine,
-    TurnRecord,
-    turn_record,
-)
+from turnbon_graph import TurnEngine, TurnRecord, turn_record
+from turnbon_graph.selectors import LLMSelector, MajorityVoteSelector, RandomSelector
 from turnbon_graph.testing import (
     StubServer,
     chat_completion,

@@ -20,13 +20,8 @@ from tests.judges import (
     shown_commands,
     user_prompt,
 )
-from turnbon_graph import (
-    EnsembleSelector,
-    LLMSelector,
-    TournamentSelector,
-    TurnRecord,
-    turn_record,
-)
+from turnbon_graph import TurnRecord, turn_record
+from turnbon_graph.selectors import EnsembleSelector, LLMSelector, TournamentSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

@@ -12,8 +12,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from tests.helpers import selector_answer, stub_engine
-from turnbon_graph import LLMSelector, TurnEngine, turn_record
+from turnbon_graph import TurnEngine, turn_record
 from turnbon_graph.openai.messages import to_openai_tools
+from turnbon_graph.selectors import LLMSelector
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,

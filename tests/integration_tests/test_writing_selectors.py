@@ -19,13 +19,12 @@ from tests.judges import (
     shown_commands,
     user_prompt,
 )
-from turnbon_graph import (
+from turnbon_graph import TurnRecord, turn_record
+from turnbon_graph.selectors import (
     FusionSelector,
     LLMSelector,
     MajorityVoteSelector,
     RefineSelector,
-    TurnRecord,
-    turn_record,
 )
 from turnbon_graph.selectors.fusion import FUSION_SYSTEM_PROMPT
 from turnbon_graph.selectors.llm import SELECTOR_SYSTEM_PROMPT

@@ -10,7 +10,8 @@ from langchain_core.runnables import RunnableBinding
 from langchain_core.tools import tool
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from turnbon_graph import ChatTurnBoN, ConfigurationError, FirstSelector
+from turnbon_graph import ChatTurnBoN, ConfigurationError
+from turnbon_graph.selectors import FirstSelector
 
 # Unit tests never call the model: nothing needs to listen here.
 API_BASE = "http://127.0.0.1:9/v1"

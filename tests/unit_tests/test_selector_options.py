@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from turnbon_graph import (
-    ConfigurationError,
+from turnbon_graph import ConfigurationError
+from turnbon_graph.selectors import (
     EnsembleSelector,
     LLMSelector,
     ScoringSelector,
