@@ -50,7 +50,7 @@ from turnbon_graph.openai.chat import (
 from turnbon_graph.serve.config import ServeConfig
 from turnbon_graph.serve.limits import BodyError, ClientLeft, in_proportion, read_json_body
 from turnbon_graph.serve.readers import Reader, chat_reader, responses_reader
-from turnbon_graph.serve.state import deleted, open_store, retrieved
+from turnbon_graph.serve.state import deleted, input_items, open_store, retrieved
 from turnbon_graph.turn.engine import TurnEngine, turn_record
 
 __all__ = ["bad_request", "create_app", "error_response"]
@@ -106,6 +106,8 @@ def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Star
         Route("/responses", service.responses, methods=["POST"]),
         Route("/v1/responses/{response_id}", service.stored, methods=["GET", "DELETE"]),
         Route("/responses/{response_id}", service.stored, methods=["GET", "DELETE"]),
+        Route("/v1/responses/{response_id}/input_items", service.input_items, methods=["GET"]),
+        Route("/responses/{response_id}/input_items", service.input_items, methods=["GET"]),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
@@ -218,6 +220,16 @@ class _Service:
         reply = retrieved if request.method == "GET" else deleted
         try:
             return JSONResponse(await reply(self.store, response_id))
+        except ConfigurationError as exc:
+            return bad_request(exc)
+
+    async def input_items(self, request: Request) -> Response:
+        """`GET /v1/responses/{id}/input_items`: a page of a stored response's input."""
+        if (refused := self._refused(request)) is not None:
+            return refused
+        response_id = request.path_params["response_id"]
+        try:
+            return JSONResponse(await input_items(self.store, response_id, request.query_params))
         except ConfigurationError as exc:
             return bad_request(exc)
 

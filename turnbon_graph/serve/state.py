@@ -1,7 +1,8 @@
 """The Responses API's state on `turnbon serve`, as OpenAI keeps it: a request's
 `previous_response_id` and `item_reference` items resolved against the response store
 into the whole conversation a turn reads, the answer stored (`store`, true unless the
-request says false, as OpenAI's default), and the stored responses read and deleted by id.
+request says false, as OpenAI's default), and the stored responses read and deleted by id,
+their input items listed a page at a time (`GET /v1/responses/{id}/input_items`).
 
 A miss is answered as OpenAI answers it, words, status and code: an unknown (expired,
 deleted, never stored) `previous_response_id` is a 400 `previous_response_not_found`
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,7 @@ from turnbon_graph.serve.config import ServeConfig
 from turnbon_graph.serve.sqlite_store import SqliteStore
 from turnbon_graph.serve.store import MemoryStore, ResponseStore, StoredResponse
 
-__all__ = ["Resolved", "deleted", "keep", "open_store", "resolve", "retrieved"]
+__all__ = ["Resolved", "deleted", "input_items", "keep", "open_store", "resolve", "retrieved"]
 
 log = logging.getLogger("turnbon.serve")
 
@@ -136,13 +138,25 @@ async def keep(response: dict[str, Any], resolved: Resolved, store: ResponseStor
     if isinstance(resolved.body, Mapping) and resolved.body.get("store") is not False:
         response["store"] = True  # as it is stored (and retrieved)
         try:
-            kept = await store.put(StoredResponse(response, resolved.conversation))
+            kept = await store.put(StoredResponse(response, _with_ids(resolved.conversation)))
         except (sqlite3.Error, OSError) as exc:
             log.warning("response %s was not stored: %s", response["id"], exc)
         else:
             if not kept:
                 log.warning("response %s was not stored: larger than the store", response["id"])
     response["store"] = kept
+
+
+def _with_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`items` each with an id, as OpenAI gives the input items it stores: an input item
+    listed by `input_items` is named by its id, which pagination's cursors are."""
+    return [item if "id" in item else {"id": _new_id(item), **item} for item in items]
+
+
+def _new_id(item: dict[str, Any]) -> str:
+    kind = item.get("type", "message")  # an item without a type is a message
+    prefix = {"message": "msg", "function_call_output": "fco"}.get(str(kind), "item")
+    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 async def retrieved(store: ResponseStore, response_id: str) -> dict[str, Any]:
@@ -158,6 +172,72 @@ async def deleted(store: ResponseStore, response_id: str) -> dict[str, Any]:
     if not await store.delete(response_id):
         raise _unknown(response_id)
     return {"id": response_id, "object": "response", "deleted": True}
+
+
+async def input_items(
+    store: ResponseStore, response_id: str, query: Mapping[str, str]
+) -> dict[str, Any]:
+    """`GET /v1/responses/{id}/input_items`: a page of the conversation the response
+    answered, OpenAI's list object. `query` takes OpenAI's `limit` (1 to 100, 20 by
+    default), `order` (`desc` by default, newest first, or `asc`) and the cursors `after`
+    and `before`, each an item id of the list in that order."""
+    stored = await store.get(response_id)
+    if stored is None:
+        raise _unknown(response_id)
+    limit, order = _limit(query.get("limit", "20")), query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise RequestFieldError(
+            "order", f"Invalid 'order': expected one of 'asc' or 'desc', but got {order!r}."
+        )
+    items = [_as_listed(item) for item in stored.input]
+    if order == "desc":
+        items.reverse()
+    ids = [item.get("id") for item in items]
+    start, end = 0, len(items)
+    if (after := query.get("after")) is not None:
+        start = _cursor(ids, after, "after") + 1
+    if (before := query.get("before")) is not None:
+        end = _cursor(ids, before, "before")
+    page = items[start:end][:limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0].get("id") if page else None,
+        "last_id": page[-1].get("id") if page else None,
+        "has_more": end - start > limit,
+    }
+
+
+def _limit(given: str) -> int:
+    try:
+        limit = int(given)
+    except ValueError:
+        raise RequestFieldError(
+            "limit", f"Invalid 'limit': expected an integer, but got {given!r} instead."
+        ) from None
+    if not 1 <= limit <= 100:
+        raise RequestFieldError(
+            "limit", f"Invalid 'limit': expected a value from 1 to 100, but got {limit} instead."
+        )
+    return limit
+
+
+def _cursor(ids: list[Any], item_id: str, param: str) -> int:
+    try:
+        return ids.index(item_id)
+    except ValueError:
+        message = f"Item with id '{item_id}' not found."
+        raise NotStoredError(param, message, status=404, code=None) from None
+
+
+def _as_listed(item: dict[str, Any]) -> dict[str, Any]:
+    """An input message as OpenAI lists it: its text as an `input_text` part, its status."""
+    if item.get("type", "message") != "message" or "status" in item:
+        return item
+    content = item.get("content")
+    if isinstance(content, str):
+        content = [{"type": "input_text", "text": content}]
+    return {**item, "type": "message", "content": content, "status": "completed"}
 
 
 def _unknown(response_id: str) -> NotStoredError:
