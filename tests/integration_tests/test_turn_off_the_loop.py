@@ -1,0 +1,69 @@
+"""The work a turn does in its own process, before and after its calls, that grows with
+the conversation or loads files runs on a thread, never on the event loop: converting a
+long conversation to OpenAI messages (most of a second at 90,000 messages) and counting
+each choice's tokens of a call with `n` (LiteLLM loads the model's tokenizer on its first
+count). Each is watched by a wrapper that records the thread it ran on and calls the real
+function."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from tests.helpers import stub_engine
+from turnbon_graph import turn_record
+from turnbon_graph.selectors import FirstSelector
+from turnbon_graph.testing import StubServer, chat_completion, choice
+from turnbon_graph.turn import generator
+from turnbon_graph.turn.generator import LONG_CONVERSATION
+
+
+def watched(monkeypatch: pytest.MonkeyPatch, name: str, threads: list[threading.Thread]) -> None:
+    """`generator.<name>`, recording in `threads` the thread of each call."""
+    real: Callable[..., Any] = getattr(generator, name)
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generator, name, recording)
+
+
+def conversation(messages: int) -> list[BaseMessage]:
+    said: list[BaseMessage] = []
+    for i in range(messages // 2):
+        said += [HumanMessage(f"question {i}"), AIMessage(f"answer {i}")]
+    return [*said, HumanMessage("and now?")][-messages:]
+
+
+@pytest.mark.parametrize("length", [3, LONG_CONVERSATION + 1])
+async def test_a_long_conversation_is_converted_on_a_thread(
+    stub: StubServer, monkeypatch: pytest.MonkeyPatch, length: int
+) -> None:
+    stub.script(chat_completion("done"))
+    threads: list[threading.Thread] = []
+    watched(monkeypatch, "to_openai_messages", threads)
+    engine = stub_engine(stub, n=1, selector=FirstSelector())
+    message = await engine.run(conversation(length))
+    assert message.content == "done"
+    (thread,) = threads
+    # a short one stays on the loop (a thread's hop would cost more than the work)
+    assert (thread is threading.main_thread()) == (length <= LONG_CONVERSATION)
+    assert len(stub.requests[0].body["messages"]) == length
+
+
+async def test_the_choices_of_one_call_are_counted_on_a_thread(
+    stub: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub.script(chat_completion(choices=[choice(f"answer {i}", index=i) for i in range(3)]))
+    threads: list[threading.Thread] = []
+    watched(monkeypatch, "choice_tokens", threads)
+    engine = stub_engine(stub, n=3, native_n=True, selector=FirstSelector())
+    record = turn_record(await engine.run([HumanMessage("go")]))
+    assert record is not None and record.sampling.native_n is True
+    assert len(threads) == 3
+    assert all(thread is not threading.main_thread() for thread in threads)
