@@ -13,8 +13,9 @@ It mirrors the loop rather than subclassing `Terminus2` and swapping its private
 Terminus-2 also calls that LLM for its context summaries (each would become a Turn-BoN
 turn of N samples and a selector call), its token counts come from its chat object, not
 from the turn records, and its internals change between releases. This agent uses only
-`BaseAgent`, `TmuxSession`, the parser and the prompt template. A context overflow ends
-the trial as Harbor's `ContextLengthExceededError` (the paper's "out of context").
+`BaseAgent`, `TmuxSession`, the parser and the prompt template (and Harbor's ATIF models
+for `trajectory.json`, in `turnbon_harbor.trajectory`). A context overflow ends the trial
+as Harbor's `ContextLengthExceededError` (the paper's "out of context").
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harbor.agents.base import BaseAgent
+from harbor.agents.capabilities import AgentCapabilities
 from harbor.agents.terminus_2.terminus_json_plain_parser import ParseResult
 from harbor.agents.terminus_2.tmux_session import TmuxSession
 from harbor.environments.base import BaseEnvironment
@@ -43,6 +45,7 @@ from turnbon_graph.turn.candidates import candidate_text
 from turnbon_graph.turn.engine import TurnEngine
 from turnbon_harbor.actions import TerminusActions, parse_answer
 from turnbon_harbor.options import AgentOptions, agent_options, user_kwargs
+from turnbon_harbor.trajectory import TrajectoryFile
 from turnbon_harbor.turn_log import TURNS_FILE, TurnFile, TurnTotals
 
 TEMPLATES = files("harbor.agents.terminus_2") / "templates"
@@ -58,7 +61,10 @@ class TurnBoNAgent(BaseAgent):
 
     `--ak` takes every `TurnConfig` option (n, selector, completion_kwargs, seed,
     adaptive, ...) and the agent's own (`options.AgentSettings`: max_turns, api_base,
-    pane_width, pane_height). Keys come from the environment of the `harbor` process."""
+    pane_width, pane_height). Keys come from the environment of the `harbor` process.
+    Each trial's agent folder gets `turns.jsonl` and Harbor's `trajectory.json` (ATIF)."""
+
+    capabilities = AgentCapabilities(atif=True)
 
     def __init__(self, logs_dir: Path, model_name: str | None = None, **kwargs: Any) -> None:
         user, framework = user_kwargs(kwargs, BaseAgent.__init__)
@@ -138,10 +144,12 @@ class TurnBoNAgent(BaseAgent):
         engine = self.engine()
         totals = TurnTotals(self.turnbon.config.n, engine.selector.name)
         turns = TurnFile(self.logs_dir / TURNS_FILE)
+        trajectory = TrajectoryFile.of(self, totals)
         screen = limit_output(await session.get_incremental_output())
         prompt = self._templates["terminus-json-plain.txt"].format(
             instruction=instruction, terminal_state=screen
         )
+        await trajectory.prompt(prompt)
         messages: list[BaseMessage] = []
         confirming = False
         limit = self.turnbon.settings.max_turns
@@ -152,20 +160,24 @@ class TurnBoNAgent(BaseAgent):
                 messages.append(HumanMessage(prompt))
                 chosen = await turn(engine, messages)
                 record = chosen.response_metadata[RECORD_KEY]
-                totals.add(TurnRecord.model_validate(record))
+                turn_record = TurnRecord.model_validate(record)
+                totals.add(turn_record)
                 totals.fill(context)
                 await turns.chosen(record)
                 text = candidate_text(chosen.content)
                 messages.append(AIMessage(text))
                 parsed = parse_answer(text)
+                await trajectory.chosen(turn_record, text, parsed)
                 if parsed.error:
                     prompt = parse_error_prompt(parsed)
                     await turns.observed(prompt)
+                    await trajectory.observed(prompt)
                     continue
                 output = await self.execute(session, parsed)
                 prompt, done = next_prompt(parsed, output, confirming)
                 confirming = parsed.is_task_complete and not done
                 await turns.observed(prompt)
+                await trajectory.observed(prompt)
                 if done:
                     break
         finally:

@@ -193,6 +193,64 @@ def test_an_agent_timeout_keeps_the_turn_it_was_in(job: Path) -> None:
     assert slow["agent_result"]["n_input_tokens"] == 900
 
 
+def trajectory(job: Path, task: str) -> Any:
+    """The trial's `agent/trajectory.json`, read by Harbor's own ATIF validator and model."""
+    from harbor.models.trajectories import Trajectory
+    from harbor.utils.trajectory_validator import TrajectoryValidator
+
+    path = trial(job, task) / "agent" / "trajectory.json"
+    validator = TrajectoryValidator()
+    assert validator.validate(path), validator.get_errors()
+    return Trajectory.model_validate_json(path.read_text())
+
+
+def test_the_trial_has_harbors_trajectory_one_step_a_turn(job: Path) -> None:
+    read = trajectory(job, "hello-file")
+    assert read.agent.name == "turnbon" and read.agent.model_name == "openai/stub"
+    prompt, *steps = read.steps
+    assert prompt.source == "user" and "/app/hello.txt" in prompt.message
+    lines = turn_lines(job, "hello-file")
+    assert [step.source for step in steps] == ["agent"] * len(lines) == ["agent", "agent"]
+    for step, line in zip(steps, lines, strict=True):
+        record = line["record"]
+        (chosen,) = [c for c in record["candidates"] if c["index"] == record["selected_index"]]
+        assert step.message == chosen["content"]
+        commands = [c.arguments["keystrokes"] for c in step.tool_calls if c.arguments]
+        assert commands == chosen["tool_calls"][0]["args"]["keystrokes"]
+        assert step.observation.results[0].content == line["observation"][0]["content"]
+        turnbon = step.extra["turnbon"]
+        assert turnbon["n"] == N and turnbon["selector"] == record["selector"]
+        assert turnbon["selected_index"] == record["selected_index"]
+        assert turnbon["candidates"] == [c["content"] for c in record["candidates"]]
+        usage = record["usage"]
+        assert step.metrics.extra == usage
+        assert step.metrics.prompt_tokens == (
+            usage["generator"]["prompt_tokens"] + usage["selector"]["prompt_tokens"]
+        )
+    # the answer: generator and selector; its confirmation: the generator only
+    assert [step.metrics.prompt_tokens for step in steps] == [900 + 500, 900]
+    assert [step.metrics.completion_tokens for step in steps] == [240 + 20, 240]
+    assert [[call.function_name for call in step.tool_calls] for step in steps] == [
+        ["bash_command", "mark_task_complete"],
+        ["mark_task_complete"],
+    ]
+    assert "Are you sure" in steps[0].observation.results[0].content
+    context = result(job, "hello-file")["agent_result"]
+    assert read.final_metrics.total_prompt_tokens == context["n_input_tokens"] == 2 * 900 + 500
+    assert read.final_metrics.total_completion_tokens == context["n_output_tokens"]
+    assert read.final_metrics.total_steps == 3
+    # Harbor itself read the file: the per-model usage in result.json comes from it
+    assert context["model_usage"]["openai/stub"]["n_input_tokens"] == 2 * 900 + 500
+
+
+def test_an_agent_timeout_leaves_the_trajectory_so_far(job: Path) -> None:
+    prompt, step = trajectory(job, "slow-task").steps
+    assert prompt.source == "user"
+    assert step.observation is None  # cancelled while its command ran
+    assert step.tool_calls[0].arguments["keystrokes"] == "sleep 60\n"
+    assert step.metrics.prompt_tokens == 900
+
+
 def test_no_key_reaches_a_record(job: Path) -> None:
     key = harbor_env()["OPENAI_API_KEY"]
     for path in job.rglob("*"):
