@@ -5,7 +5,8 @@ already written. So each turn's record is written to `agent/turns.jsonl` as soon
 observation is known (or when `run()` ends, cancelled or not, without one), one JSON line
 `{"record": TurnRecord, "observation": [...]}` as in a `turnbon bench` run folder's
 turns files; and the token counts go into Harbor's `AgentContext` the moment the turn is
-chosen. `turnbon report` reads both back (`turnbon_graph.bench.harbor_jobs`).
+chosen. `turnbon report` reads both back (`turnbon_graph.bench.harbor_jobs`). Harbor's
+own trajectory file, `agent/trajectory.json`, is `trajectory.py`'s.
 """
 
 from __future__ import annotations
