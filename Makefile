@@ -141,8 +141,13 @@ lint: setup-test
 		integrations/turnbon_bfcl integrations/turnbon_harbor
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 
+# Two workers, a test file to each (pytest-xdist): tests in one file share fixtures and
+# may expect each other's order; files are independent (each names its own containers,
+# ports and processes). TEST_WORKERS=0 runs them in this process, one at a time.
+TEST_WORKERS ?= 2
+
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(BIN)/python benchmarks/turn_latency.py
