@@ -97,9 +97,14 @@ def harbor_env(key: bool = True) -> dict[str, str]:
     return env
 
 
-def harbor(*args: str, key: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def harbor(
+    *args: str, cwd: Path, key: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`harbor ARGS` started in `cwd`: under Podman, conmon writes an `oom` file into the
+    folder the command runs in, which must not be the checkout."""
     return subprocess.run(
         [str(BIN / "harbor"), *args],
+        cwd=cwd,
         env=harbor_env(key),
         capture_output=True,
         text=True,
@@ -131,6 +136,7 @@ def job(harbor_stub: StubServer, tmp_path_factory: pytest.TempPathFactory) -> Pa
         "run", "-p", str(TASKS), "-e", "podman", "-a", "turnbon_harbor:TurnBoNAgent",
         "-m", "openai/stub", "--ak", f"api_base={harbor_stub.base_url}", "--ak", f"n={N}",
         "--ak", "seed=7", "-o", str(jobs), "--job-name", "turnbon", "-n", "3", "-y",
+        cwd=jobs,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return jobs / "turnbon"
@@ -289,7 +295,7 @@ def test_a_mistake_is_refused_before_any_container_starts(
     done = harbor(
         "run", "-p", str(TASKS / "hello-file"), "-e", "podman", "-a",
         "turnbon_harbor:TurnBoNAgent", "-m", "openai/stub", *options, "-y",
-        "-o", str(tmp_path / "jobs"), key=key,
+        "-o", str(tmp_path / "jobs"), key=key, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 1
     assert said in " ".join((done.stdout + done.stderr).split())

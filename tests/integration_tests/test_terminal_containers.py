@@ -393,6 +393,7 @@ def docker_on_podman(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     socket = tmp_path / "podman.sock"
     service = subprocess.Popen(
         ["podman", "system", "service", "--time=0", f"unix://{socket}"],
+        cwd=tmp_path,  # conmon, started by the service, writes an `oom` file into its folder
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
