@@ -96,6 +96,11 @@ class UsageSplit(BaseModel):
     selector: Usage = Field(default_factory=Usage)
     """The selector's calls (none when the candidates agreed)."""
 
+    @property
+    def total(self) -> Usage:
+        """Generator and selector together: what the turn spent."""
+        return self.generator + self.selector
+
 
 class LatencySplit(BaseModel):
     """A turn's seconds, per phase."""

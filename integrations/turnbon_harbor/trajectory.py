@@ -100,7 +100,7 @@ class TrajectoryFile:
             parsed: Terminus-2's reading of it (its commands become tool calls).
         """
         step_id = len(self.steps) + 1
-        both = record.usage.generator + record.usage.selector
+        both = record.usage.total
         chosen = [c for c in record.candidates if c.index == record.selected_index]
         step = Step(
             step_id=step_id,
@@ -142,7 +142,7 @@ class TrajectoryFile:
         """Writes the trajectory so far, off the event loop (steps are replaced, never
         changed in place, so the worker reads a list no one alters)."""
         usage = self.totals.usage
-        both = usage.generator + usage.selector
+        both = usage.total
         final = FinalMetrics(
             total_prompt_tokens=both.prompt_tokens,
             total_completion_tokens=both.completion_tokens,

@@ -78,7 +78,7 @@ class TurnTotals:
     def fill(self, context: AgentContext) -> None:
         """Harbor's `AgentContext`: totals over generator and selector calls (what Harbor
         sums per job), and the split under `metadata["turnbon"]`."""
-        both = self.usage.generator + self.usage.selector
+        both = self.usage.total
         context.n_input_tokens = both.prompt_tokens
         context.n_output_tokens = both.completion_tokens
         context.n_cache_tokens = both.cached_tokens

@@ -20,7 +20,7 @@ class Progress:
     def update(self, result: EpisodeResult) -> None:
         self._done += 1
         self._passed += result.passed
-        self._tokens = self._tokens + result.usage.generator + result.usage.selector
+        self._tokens = self._tokens + result.usage.total
         self._bar.set_postfix(
             pass_rate=f"{self._passed / self._done:.0%}", tokens=self._tokens.total_tokens
         )

@@ -194,7 +194,7 @@ def turn_usage(record: TurnRecord | None, message: AIMessage | None = None) -> d
     """OpenAI `usage` for a turn: every generator and selector call summed (without a
     record, the message's own usage)."""
     if record is not None:
-        total = record.usage.generator + record.usage.selector
+        total = record.usage.total
     else:
         meta: UsageMetadata | None = message.usage_metadata if message is not None else None
         total = Usage(

@@ -149,7 +149,7 @@ class Budget(BaseModel):
         records = episode_records(messages)
         if not records:
             return n, None  # nothing to estimate from yet
-        spent = sum((r.usage.generator + r.usage.selector for r in records), Usage())
+        spent = sum((r.usage.total for r in records), Usage())
         last = records[-1]
         tokens, cost = _generator_costs(last)
         selector = last.usage.selector
