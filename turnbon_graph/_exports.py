@@ -102,19 +102,21 @@ class _MovedModule(types.ModuleType):
 class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds a moved module under its old name, with a `DeprecationWarning`."""
 
-    def __init__(self) -> None:
+    def __init__(self, moved: Mapping[str, Sequence[str]]) -> None:
+        self.moved = moved
         self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        return importlib.machinery.ModuleSpec(fullname, self) if _homes(fullname) else None
+        return importlib.machinery.ModuleSpec(fullname, self) if self._homes(fullname) else None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        homes = _homes(spec.name)
+        homes = self._homes(spec.name)
+        package = spec.name.partition(".")[0]
         warnings.warn(
             f"{spec.name} has moved to {' and '.join(homes)}; import the public names from "
-            "turnbon_graph (or its documented subpackages). The old path goes in the next "
+            f"{package} (or its documented subpackages). The old path goes in the next "
             "minor version.",
             DeprecationWarning,
             stacklevel=2,  # the import system's own frames are skipped by warn
@@ -132,20 +134,19 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             module.__spec__ = self._specs[module.__name__]
 
 
-def _homes(fullname: str) -> Sequence[str]:
-    if not fullname.startswith("turnbon_graph."):
+    def _homes(self, fullname: str) -> Sequence[str]:
+        if fullname in self.moved:
+            return self.moved[fullname]
+        for package, homes in self.moved.items():
+            if fullname.startswith(f"{package}.") and len(homes) == 1:
+                return (f"{homes[0]}{fullname[len(package) :]}",)
         return ()
-    if fullname in MOVED:
-        return MOVED[fullname]
-    for package, homes in MOVED.items():
-        if fullname.startswith(f"{package}.") and len(homes) == 1:
-            return (f"{homes[0]}{fullname[len(package) :]}",)
-    return ()
 
 
-def install_moved_modules() -> None:
-    """Lets the old module paths of `MOVED` be imported (once per process)."""
-    if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+def install_moved_modules(moved: Mapping[str, Sequence[str]] = MOVED) -> None:
+    """Lets the old module paths of `moved` (by default the library's own `MOVED`; an
+    integration passes its own table) be imported, once per process and table."""
+    if not any(isinstance(f, _MovedFinder) and f.moved is moved for f in sys.meta_path):
         # First, so that a submodule of a moved package is its new module, not a second
         # copy found through the package's new __path__.
-        sys.meta_path.insert(0, _MovedFinder())
+        sys.meta_path.insert(0, _MovedFinder(moved))
