@@ -21,6 +21,8 @@ from turnbon_graph.testing import (
 
 BROKEN = 99
 """A target the policy answers with an error: every attempt at it is an agent error."""
+HOLD_S = 3600.0
+"""How long an answer waits once a `hold=K` run is past its first K episodes."""
 SELECTOR_USAGE = {"prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220}
 
 
@@ -32,17 +34,23 @@ class SometimesRight:
     Counting moves rather than drawing random ones keeps a run with one episode at a time
     deterministic: N candidates of a turn are N consecutive moves."""
 
-    def __init__(self, every: int = 4, delay: float = 0.0) -> None:
+    def __init__(self, every: int = 4, delay: float = 0.0, hold_after: int | None = None) -> None:
         self.every = every
         self.delay = delay
+        self.hold_after = hold_after
         self.first_moves = 0
 
     def __call__(self, request: CapturedRequest) -> StubResponse:
         answer = self._answer(request)
+        delay = self.delay
+        if self.hold_after is not None and self.first_moves > self.hold_after:
+            # Past the held episodes every answer waits an hour: the run stays inside the
+            # next episode until it is stopped, however slowly the machine schedules it.
+            delay = HOLD_S
         if isinstance(answer, StubResponse):
-            answer.delay = self.delay
+            answer.delay = delay
             return answer
-        return StubResponse(body=answer, delay=self.delay)
+        return StubResponse(body=answer, delay=delay)
 
     def _answer(self, request: CapturedRequest) -> dict[str, Any] | StubResponse:
         if is_selector_request(request):
@@ -76,27 +84,34 @@ def _target(text: str) -> int:
 class StubbedCounter(CounterEnvironment):
     """The counter environment with its own stub policy, for `--model stub`."""
 
-    def __init__(self, targets: dict[str, int], delay: float = 0.0) -> None:
+    def __init__(
+        self, targets: dict[str, int], delay: float = 0.0, hold_after: int | None = None
+    ) -> None:
         super().__init__(targets)
         self.delay = delay
+        self.hold_after = hold_after
 
     def stub_policy(self) -> SometimesRight:
-        return SometimesRight(delay=self.delay)
+        return SometimesRight(delay=self.delay, hold_after=self.hold_after)
 
 
-def parse_spec(spec: str | None) -> tuple[dict[str, int], float]:
-    """`a=3,b=5;delay=0.2` -> ({"a": 3, "b": 5}, 0.2); None -> two tasks, no delay."""
+def parse_spec(spec: str | None) -> tuple[dict[str, int], dict[str, float]]:
+    """`a=3,b=5;delay=0.2;hold=1` -> ({"a": 3, "b": 5}, {"delay": 0.2, "hold": 1.0});
+    None -> two tasks, no options. `delay` is each answer's wait in seconds; with `hold=K`
+    (one episode at a time, N=1) the answers of every episode after the first K wait an
+    hour, so a test can stop the run inside an episode."""
     if not spec:
-        return {"three": 3, "five": 5}, 0.0
-    tasks, _, options = spec.partition(";")
+        return {"three": 3, "five": 5}, {}
+    tasks, *options = spec.split(";")
     targets = {k: int(v) for k, v in (item.split("=") for item in tasks.split(","))}
-    delay = float(options.removeprefix("delay=")) if options else 0.0
-    return targets, delay
+    settings = {k: float(v) for k, v in (option.split("=") for option in options)}
+    return targets, settings
 
 
 def counter(spec: str | None) -> StubbedCounter:
-    targets, delay = parse_spec(spec)
-    return StubbedCounter(targets, delay)
+    targets, options = parse_spec(spec)
+    hold = options.get("hold")
+    return StubbedCounter(targets, options.get("delay", 0.0), None if hold is None else int(hold))
 
 
 def counter_without_stub(spec: str | None) -> CounterEnvironment:
