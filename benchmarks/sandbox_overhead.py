@@ -26,7 +26,7 @@ import statistics
 import time
 import warnings
 
-from turnbon_terminal.sandbox import SandboxHost, SandboxSettings
+from turnbon_terminal.host.sandbox import SandboxHost, SandboxSettings
 
 COMPARISONS = {
     "sandbox": {"bwrap": {}, "uid": {"sandbox": "uid"}},

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from turnbon_terminal.owners import IMAGE_OWNER_LABEL, OWNER_LABEL
+from turnbon_terminal.container.owners import IMAGE_OWNER_LABEL, OWNER_LABEL
 
 HELLO = Path(__file__).resolve().parent / "tb2_tasks" / "hello-file"
 BASE_IMAGE = "localhost/turnbon-bookworm:latest"

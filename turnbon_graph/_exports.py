@@ -133,7 +133,6 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if module.__name__ in self._specs:
             module.__spec__ = self._specs[module.__name__]
 
-
     def _homes(self, fullname: str) -> Sequence[str]:
         if fullname in self.moved:
             return self.moved[fullname]

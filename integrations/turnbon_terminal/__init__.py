@@ -13,11 +13,11 @@ the loopback stub server to play an oracle-ish model.
 
 from __future__ import annotations
 
-from turnbon_terminal.budget import ResourceBudget
-from turnbon_terminal.container import DEFAULT_IMAGE
-from turnbon_terminal.container_episode import ContainerEpisode
-from turnbon_terminal.enforcement import BudgetNotEnforcedWarning
-from turnbon_terminal.engine import ContainerError
+from turnbon_graph._exports import install_moved_modules
+from turnbon_terminal._moved import MOVED
+from turnbon_terminal.container.engine import ContainerError
+from turnbon_terminal.container.episode import ContainerEpisode
+from turnbon_terminal.container.instance import DEFAULT_IMAGE
 from turnbon_terminal.environment import TerminalEnvironment, environment
 from turnbon_terminal.errors import (
     DockerRequiredError,
@@ -27,19 +27,21 @@ from turnbon_terminal.errors import (
     TaskFormatError,
     TerminalError,
 )
-from turnbon_terminal.host_episode import TerminalEpisode
-from turnbon_terminal.limits import Limits
-from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxSettings
+from turnbon_terminal.host.episode import TerminalEpisode
+from turnbon_terminal.host.sandbox import CommandResult, Sandbox, SandboxSettings
 from turnbon_terminal.shell_tool import ShellTool
 from turnbon_terminal.stub_policy import StubPolicy, stub_policy
-from turnbon_terminal.tasks import (
+from turnbon_terminal.task.budget import ResourceBudget
+from turnbon_terminal.task.enforcement import BudgetNotEnforcedWarning
+from turnbon_terminal.task.folders import (
     SHIPPED_TASKS,
     DockerTaskSkipped,
     TerminalTask,
     load_task,
     load_tasks,
 )
-from turnbon_terminal.tb2 import ContainerSpec, NetworkModeWarning
+from turnbon_terminal.task.limits import Limits
+from turnbon_terminal.task.tb2 import ContainerSpec, NetworkModeWarning
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -71,3 +73,5 @@ __all__ = [
     "load_tasks",
     "stub_policy",
 ]
+
+install_moved_modules(MOVED)

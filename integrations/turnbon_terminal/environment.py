@@ -9,22 +9,22 @@ from typing import Literal, cast
 
 from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.errors import ConfigurationError
-from turnbon_terminal.container import DEFAULT_IMAGE, LIFETIME_MARGIN_S, ContainerHost
-from turnbon_terminal.container_episode import ContainerEpisode
+from turnbon_terminal.container.episode import ContainerEpisode
+from turnbon_terminal.container.instance import DEFAULT_IMAGE, LIFETIME_MARGIN_S, ContainerHost
 from turnbon_terminal.errors import DockerRequiredError
-from turnbon_terminal.host_episode import TerminalEpisode, start_host_episode
-from turnbon_terminal.limits import Limits, MiB
-from turnbon_terminal.sandbox import SandboxHost, SandboxSettings
-from turnbon_terminal.settings import SandboxKind
+from turnbon_terminal.host.episode import TerminalEpisode, start_host_episode
+from turnbon_terminal.host.sandbox import SandboxHost, SandboxSettings
 from turnbon_terminal.stub_policy import StubPolicy
-from turnbon_terminal.tasks import (
+from turnbon_terminal.task.folders import (
     DockerTaskSkipped,
     TerminalTask,
     inline_task,
     load_tasks,
 )
-from turnbon_terminal.tb2 import DEFAULT_WORKDIR, ContainerSpec
-from turnbon_terminal.verifier import VerifierPython
+from turnbon_terminal.task.limits import Limits, MiB
+from turnbon_terminal.task.settings import SandboxKind
+from turnbon_terminal.task.tb2 import DEFAULT_WORKDIR, ContainerSpec
+from turnbon_terminal.verdict.verifier import VerifierPython
 
 SandboxChoice = Literal["bwrap", "uid", "container"]
 SANDBOX_CHOICES = ("bwrap", "uid", "container")
@@ -39,7 +39,7 @@ class TerminalEnvironment:
     writes), any other in a bubblewrap sandbox on the host (`bwrap` must be installed;
     as root, also as a uid of its own; judged by its pytest tests). Each episode's
     memory, storage and CPUs are bounded by its task's `[environment]` budget
-    (`turnbon_terminal.budget`) where the machine allows.
+    (`turnbon_terminal.task.budget`) where the machine allows.
 
     Args:
         tasks_dir: A folder of task folders, or one task folder; None: the shipped suite.

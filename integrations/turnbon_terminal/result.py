@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
-from turnbon_terminal.limits import MiB
+from turnbon_terminal.task.limits import MiB
 
 
 @dataclass

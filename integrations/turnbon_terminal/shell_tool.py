@@ -12,7 +12,7 @@ from langchain_core.tools.base import ArgsSchema
 from pydantic import BaseModel, Field
 
 from turnbon_terminal.result import CommandResult
-from turnbon_terminal.settings import SandboxSettings
+from turnbon_terminal.task.settings import SandboxSettings
 
 
 @runtime_checkable

@@ -41,7 +41,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, read_task_text
+from turnbon_terminal.task.folders import SETUP_SCRIPT, TerminalTask, read_task_text
 
 if TYPE_CHECKING:
     from turnbon_graph.testing import CapturedRequest

@@ -42,7 +42,7 @@ from turnbon_graph.testing import (
 )
 from turnbon_graph.turn.engine import TurnEngine
 from turnbon_terminal import SandboxError, TerminalEnvironment, TerminalEpisode
-from turnbon_terminal.workroot import default_work_root
+from turnbon_terminal.host.workroot import default_work_root
 
 TASK = "largest-file"
 HARMLESS = "ls -la data"

@@ -19,7 +19,7 @@ from turnbon_graph.testing import (
     chat_completion,
     tool_call,
 )
-from turnbon_terminal.tasks import SHIPPED_TASKS
+from turnbon_terminal.task.folders import SHIPPED_TASKS
 
 
 def test_a_task_folder_runs_every_trial_with_its_verdict(

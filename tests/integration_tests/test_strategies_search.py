@@ -29,7 +29,7 @@ from turnbon_graph.testing import (
     tool_call,
 )
 from turnbon_terminal import TerminalEnvironment, stub_policy
-from turnbon_terminal.tasks import read_task_text
+from turnbon_terminal.task.folders import read_task_text
 
 GIVE_UP = "I looked around and believe nothing more is needed."
 

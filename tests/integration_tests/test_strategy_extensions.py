@@ -32,7 +32,7 @@ from turnbon_graph.bench.strategies.value import VALUE_RUBRIC, is_value_request
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode, stub_policy
 from turnbon_terminal.stub_policy import GIVE_UP
-from turnbon_terminal.tasks import read_task_text
+from turnbon_terminal.task.folders import read_task_text
 
 
 class Greedy(Strategy):

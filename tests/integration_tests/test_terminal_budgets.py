@@ -23,7 +23,7 @@ from turnbon_graph.cli import main
 from turnbon_graph.errors import ResourceLimitError
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode
-from turnbon_terminal.enforcement import BudgetNotEnforcedWarning
+from turnbon_terminal.task.enforcement import BudgetNotEnforcedWarning
 
 ROOT = os.geteuid() == 0
 pytestmark = pytest.mark.skipif(not ROOT, reason="budgets are enforced as root only")

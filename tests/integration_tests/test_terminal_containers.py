@@ -29,8 +29,8 @@ from turnbon_graph.bench.episode import run_agent
 from turnbon_graph.cli import main
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import ContainerError, TerminalEnvironment, TerminalEpisode
-from turnbon_terminal.container_episode import ContainerEpisode
-from turnbon_terminal.owners import current_owner
+from turnbon_terminal.container.episode import ContainerEpisode
+from turnbon_terminal.container.owners import current_owner
 
 pytestmark = needs_podman
 

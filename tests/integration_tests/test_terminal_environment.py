@@ -19,7 +19,7 @@ from turnbon_terminal import (
     TerminalEpisode,
     environment,
 )
-from turnbon_terminal.workroot import default_work_root
+from turnbon_terminal.host.workroot import default_work_root
 
 ROOT = os.geteuid() == 0
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from turnbon_terminal import Limits, Sandbox, SandboxSettings, ShellTool
-from turnbon_terminal.cgroups import CgroupSupport, group_name
-from turnbon_terminal.limits import MiB
-from turnbon_terminal.sandbox import SandboxHost
-from turnbon_terminal.users import processes_of
+from turnbon_terminal.host.cgroups import CgroupSupport, group_name
+from turnbon_terminal.host.sandbox import SandboxHost
+from turnbon_terminal.host.users import processes_of
+from turnbon_terminal.task.limits import MiB
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="a uid per episode needs root")
@@ -320,7 +320,7 @@ async def test_uid_leases_are_machine_wide_whatever_the_work_root(shared_tmp: Pa
 
 CRASHING_RUN = """
 import asyncio, os, sys
-from turnbon_terminal.sandbox import SandboxHost, SandboxSettings
+from turnbon_terminal.host.sandbox import SandboxHost, SandboxSettings
 
 async def main() -> None:
     box = SandboxHost(SandboxSettings()).create("crashed")

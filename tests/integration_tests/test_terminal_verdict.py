@@ -24,7 +24,7 @@ from turnbon_graph.cli import main
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode
 from turnbon_terminal.result import CommandResult
-from turnbon_terminal.verifier import (
+from turnbon_terminal.verdict.verifier import (
     REPORT_CAP,
     ReportError,
     Tally,

@@ -26,8 +26,8 @@ from turnbon_graph.cli import main
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment
 from turnbon_terminal.result import CommandResult
-from turnbon_terminal.tamper import Watched
-from turnbon_terminal.verifier import verdict_of
+from turnbon_terminal.verdict.tamper import Watched
+from turnbon_terminal.verdict.verifier import verdict_of
 
 ROOT = os.geteuid() == 0
 MIB = 1 << 20

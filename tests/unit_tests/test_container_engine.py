@@ -10,7 +10,7 @@ from tests.container_tasks import HELLO
 from turnbon_graph.cli import main
 from turnbon_graph.errors import ConfigurationError
 from turnbon_terminal import ContainerError, TerminalEnvironment
-from turnbon_terminal.engine import Engine
+from turnbon_terminal.container.engine import Engine
 
 
 def _only(tmp_path: Path, *names: str) -> str:

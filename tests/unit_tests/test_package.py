@@ -212,7 +212,7 @@ def test_a_missing_pytest_names_the_terminal_extra(monkeypatch: pytest.MonkeyPat
     from importlib import metadata
 
     from turnbon_graph.errors import TurnBoNError
-    from turnbon_terminal import pytest_site
+    from turnbon_terminal.verdict import pytest_site
 
     real = metadata.distribution
 

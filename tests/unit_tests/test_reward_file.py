@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from turnbon_terminal.reward import (
+from turnbon_terminal.verdict.reward import (
     OUTPUT_TAIL,
     RewardError,
     output_tail,

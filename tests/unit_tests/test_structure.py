@@ -1,8 +1,11 @@
-"""The package's structure, read from its import graph: the layout is the architecture.
+"""The packages' structure, read from their import graph: the layout is the architecture.
 
-No import cycles, no module over 450 lines, at most 12 modules at the package root, and
-no private name (`_name`) imported from another module: what one module keeps to itself
-stays there, and what several share is public in the module that owns it.
+Over the library and its integrations alike: no import cycles, no module over 450 lines,
+no private name (`_name`) imported from another module (what one module keeps to itself
+stays there, and what several share is public in the module that owns it), no folder of
+more than 20 modules, and no three modules of one folder sharing a name prefix (three
+`report_*` modules are a `report/` package waiting to be made). At most 12 modules at the
+library's root.
 """
 
 from __future__ import annotations
@@ -13,28 +16,42 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "turnbon_graph"
+PACKAGES = [PACKAGE, *sorted(p.parent for p in (ROOT / "integrations").glob("*/__init__.py"))]
 MAX_LINES = 450
 MAX_ROOT_MODULES = 12
+MAX_FOLDER_MODULES = 20
+MAX_SHARED_PREFIX = 2
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def is_code(path: Path, package: Path) -> bool:
+    """A module of the package, not a file of its bundled task fixtures (data)."""
+    return "tasks" not in path.relative_to(package).parts
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES = {
+    module_name(p, package): p
+    for package in PACKAGES
+    for p in sorted(package.rglob("*.py"))
+    if is_code(p, package)
+}
+FIRST_PARTY = tuple(package.name for package in PACKAGES)
 
 
 def imports(path: Path) -> Iterator[tuple[str, list[str]]]:
-    """Each `turnbon_graph` module the file imports (anywhere in it, type-only imports
+    """Each module of the project the file imports (anywhere in it, type-only imports
     too), with the names it takes from it."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("turnbon_graph"):
+                if alias.name.startswith(FIRST_PARTY):
                     yield alias.name, []
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if not node.module.startswith("turnbon_graph"):
+            if not node.module.startswith(FIRST_PARTY):
                 continue
             plain = []
             for alias in node.names:
@@ -105,15 +122,53 @@ def test_no_module_over_the_line_limit() -> None:
     assert long == {}
 
 
-def test_no_integration_module_over_the_line_limit() -> None:
-    # the integrations' own modules; their tasks' files are data
-    long = {
-        str(path.relative_to(ROOT)): lines
-        for path in sorted((ROOT / "integrations").rglob("*.py"))
-        if "tasks" not in path.relative_to(ROOT).parts
-        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+def test_the_integrations_are_read_too() -> None:
+    # the rules above hold over the integrations' modules, not their task fixtures
+    assert {"turnbon_terminal", "turnbon_harbor", "turnbon_local"} <= set(MODULES)
+    assert not any(".tasks." in name for name in MODULES)
+
+
+def folders() -> dict[Path, list[str]]:
+    """Each folder of code, with the names of its modules (`__init__` aside)."""
+    found: dict[Path, list[str]] = {}
+    for path in MODULES.values():
+        if path.stem != "__init__":
+            found.setdefault(path.parent, []).append(path.stem)
+    return found
+
+
+def crowded_prefixes(modules: list[str]) -> dict[str, list[str]]:
+    """The name prefixes (up to the first `_`, a leading underscore aside) that more than
+    `MAX_SHARED_PREFIX` of the modules share."""
+    by_prefix: dict[str, list[str]] = {}
+    for name in modules:
+        by_prefix.setdefault(name.lstrip("_").split("_")[0], []).append(name)
+    return {p: sorted(names) for p, names in by_prefix.items() if len(names) > MAX_SHARED_PREFIX}
+
+
+def test_no_folder_holds_more_than_twenty_modules() -> None:
+    crowded = {
+        str(folder.relative_to(ROOT)): len(modules)
+        for folder, modules in folders().items()
+        if len(modules) > MAX_FOLDER_MODULES
     }
-    assert long == {}
+    assert crowded == {}
+
+
+def test_no_three_modules_of_a_folder_share_a_name_prefix() -> None:
+    shared = {
+        str(folder.relative_to(ROOT)): prefixes
+        for folder, modules in folders().items()
+        if (prefixes := crowded_prefixes(modules))
+    }
+    assert shared == {}
+
+
+def test_the_prefix_rule_finds_a_shared_prefix() -> None:
+    # the rule itself: three report modules share one, a private module counts by its
+    # name, and two of a kind are allowed
+    modules = ["report", "report_format", "_report_pairs", "verifier", "verifier_watch"]
+    assert crowded_prefixes(modules) == {"report": ["_report_pairs", "report", "report_format"]}
 
 
 def test_the_package_root_holds_few_modules() -> None:

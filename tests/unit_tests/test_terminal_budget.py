@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from turnbon_terminal.budget import ResourceBudget
 from turnbon_terminal.errors import TaskFormatError
-from turnbon_terminal.tasks import load_task
+from turnbon_terminal.task.budget import ResourceBudget
+from turnbon_terminal.task.folders import load_task
 
 
 def task(tmp_path: Path, environment: str) -> Path:

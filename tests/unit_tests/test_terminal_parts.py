@@ -10,9 +10,9 @@ import pytest
 import turnbon_terminal
 from turnbon_graph.errors import ConfigurationError
 from turnbon_terminal import CommandResult, SandboxError, SandboxSettings, SecretEnvironmentError
-from turnbon_terminal.bwrap import Layout, find_tools
-from turnbon_terminal.envvars import checked, looks_secret, sandbox_env
+from turnbon_terminal.host.bwrap import Layout, find_tools
 from turnbon_terminal.output import CappedOutput
+from turnbon_terminal.task.envvars import checked, looks_secret, sandbox_env
 
 SECRET_NAMES = [
     "OPENAI_API_KEY",

@@ -15,8 +15,8 @@ from turnbon_terminal import (
     TaskFormatError,
     load_tasks,
 )
-from turnbon_terminal.tasks import AGENT_NOTE
-from turnbon_terminal.tb2 import ContainerSpec, NetworkModeWarning
+from turnbon_terminal.task.folders import AGENT_NOTE
+from turnbon_terminal.task.tb2 import ContainerSpec, NetworkModeWarning
 
 TB2_TOML = """\
 version = "2.0"

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Literal
 
 from turnbon_graph.errors import ConfigurationError
-from turnbon_terminal.envvars import checked
-from turnbon_terminal.limits import Limits, MiB
-from turnbon_terminal.users import UID_BASE, UID_COUNT
+from turnbon_terminal.host.users import UID_BASE, UID_COUNT
+from turnbon_terminal.task.envvars import checked
+from turnbon_terminal.task.limits import Limits, MiB
 
 VERIFIER_MARGIN_S = 2.0
 """Our own verifier timeout ends this much before the runner's, so a slow verifier

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from turnbon_terminal.envvars import SAFE_PATH
 from turnbon_terminal.errors import SandboxError
+from turnbon_terminal.task.envvars import SAFE_PATH
 
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `sudo apt-get update && sudo apt-get install -y "

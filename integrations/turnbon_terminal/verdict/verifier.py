@@ -9,11 +9,11 @@ of pytest and its bytecode cache, an empty HOME and a report folder (both on the
 episode's own file system, so what the tests write counts against its storage), with an
 empty /tmp, a clean environment, plugin autoloading off and no cache written.
 
-The interpreter runs isolated (`python -I -B -X pycache_prefix=OURS verifier_watch.py`):
+The interpreter runs isolated (`python -I -B -X pycache_prefix=OURS watch.py`):
 no user site, no PYTHON* variables, neither the working directory nor the current one on
 sys.path, no bytecode of the work folder read, so nothing the agent wrote runs at
-start-up. The watch (`turnbon_terminal.verifier_watch`) runs pytest and sends what it
-saw on a pipe of ours (`turnbon_terminal.tamper`). It is this process's own Python if
+start-up. The watch (`turnbon_terminal.verdict.watch`) runs pytest and sends what it
+saw on a pipe of ours (`turnbon_terminal.verdict.tamper`). It is this process's own Python if
 the sandbox can run it, else a system Python.
 
 PASS needs exit code 0, pytest's `main` to have returned that code, and a JUnit XML
@@ -38,14 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnbon_graph.bench.environment import Verdict
-from turnbon_terminal.bytecode import bytecode_cache
-from turnbon_terminal.envvars import SAFE_PATH
-from turnbon_terminal.junit import REPORT_CAP, ReportError, Tally, read_report, tally_of
-from turnbon_terminal.pytest_site import pytest_site, readable_copy
+from turnbon_terminal.host.sandbox import CommandResult, Fresh, Sandbox
 from turnbon_terminal.result import signal_name
-from turnbon_terminal.sandbox import CommandResult, Fresh, Sandbox
-from turnbon_terminal.tamper import EvidencePipes, Scan, Watched, combined, scan_workdir
-from turnbon_terminal.tasks import TerminalTask
+from turnbon_terminal.task.envvars import SAFE_PATH
+from turnbon_terminal.task.folders import TerminalTask
+from turnbon_terminal.verdict.bytecode import bytecode_cache
+from turnbon_terminal.verdict.junit import REPORT_CAP, ReportError, Tally, read_report, tally_of
+from turnbon_terminal.verdict.pytest_site import pytest_site, readable_copy
+from turnbon_terminal.verdict.tamper import EvidencePipes, Scan, Watched, combined, scan_workdir
 
 __all__ = [
     "REPORT_CAP",
@@ -63,7 +63,7 @@ OUTPUT_TAIL = 4000
 
 INI_NAME = ".turnbon-pytest.ini"
 REPORT_NAME = "junit.xml"
-WATCH = Path(__file__).with_name("verifier_watch.py")
+WATCH = Path(__file__).with_name("watch.py")
 MIN_TEST_TIME_S = 1.0
 """The tests get at least this long, however long the verifier's own set-up took."""
 

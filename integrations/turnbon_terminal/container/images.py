@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnbon_terminal.engine import ContainerError, Engine
-from turnbon_terminal.owners import IMAGE_LABEL, IMAGE_OWNER_LABEL
-from turnbon_terminal.tb2 import ContainerSpec
+from turnbon_terminal.container.engine import ContainerError, Engine
+from turnbon_terminal.container.owners import IMAGE_LABEL, IMAGE_OWNER_LABEL
+from turnbon_terminal.task.tb2 import ContainerSpec
 
 KEEP_IMAGES_VARIABLE = "TURNBON_KEEP_IMAGES"
 """Set to 1 (or true): keep built images for later episodes (`keep_images=None` reads it)."""

@@ -7,7 +7,7 @@
                               allow_internet = true/false (default: no network),
                               env (literal values), build_timeout_sec,
                               memory_mb / memory, storage_mb / storage, cpus (the budget,
-                              read by `turnbon_terminal.tasks`)
+                              read by `turnbon_terminal.task.folders`)
     tests/test.sh             the verifier, run in the container after the agent
 
 A compose file (`environment/docker-compose.yaml`, extra services) is refused: one

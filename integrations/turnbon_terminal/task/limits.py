@@ -38,7 +38,7 @@ class Limits:
     def preexec(self, *, limit_processes: bool, joins: Sequence[int] = ()) -> Callable[[], None]:
         """A `preexec_fn` setting these limits, never above the parent's hard limits,
         and joining the episode's control groups (`joins`: their `cgroup.procs` fds,
-        see `turnbon_terminal.cgroups`).
+        see `turnbon_terminal.host.cgroups`).
 
         Everything is computed here, in the parent: the child (forked from a threaded
         process) only makes the system calls.

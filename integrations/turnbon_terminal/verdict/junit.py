@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnbon_terminal.limits import MiB
+from turnbon_terminal.task.limits import MiB
 
 REPORT_CAP = 16 * MiB
 """Bytes of the report read at most; a longer one is refused, not parsed."""

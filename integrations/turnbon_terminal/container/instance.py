@@ -8,13 +8,13 @@ every command of the episode run in it with `<engine> exec`.
 
 The network is on only when the task allows it. Each command runs as
 `exec -w <workdir> CONTAINER timeout -s KILL <limit> bash -c COMMAND`
-(`turnbon_terminal.container_exec`). Processes a command leaves in the background run
+(`turnbon_terminal.container.command`). Processes a command leaves in the background run
 until the episode ends (as in the host sandbox), and their output after the command
 returned is not shown.
 
 The container removes itself when its `sleep` ends, whatever happened to this process;
 `close` removes it, its volume and an image built for it at once, and the first
-episode of a run removes what runs that died left (`turnbon_terminal.owners`).
+episode of a run removes what runs that died left (`turnbon_terminal.container.owners`).
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from turnbon_terminal.budget import ResourceBudget
-from turnbon_terminal.cgroups import EpisodeCgroup
-from turnbon_terminal.container_exec import COMMAND_ENV, exec_command
-from turnbon_terminal.engine import ContainerError, Engine
+from turnbon_terminal.container.command import COMMAND_ENV, exec_command
+from turnbon_terminal.container.engine import ContainerError, Engine
+from turnbon_terminal.container.images import EpisodeImage, episode_image, keep_images_by_default
+from turnbon_terminal.container.owners import OWNER_FILE, OWNER_LABEL, current_owner, sweep
+from turnbon_terminal.container.volumes import StorageSupport, is_full, storage_volume
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.images import EpisodeImage, episode_image, keep_images_by_default
-from turnbon_terminal.owners import OWNER_FILE, OWNER_LABEL, current_owner, sweep
+from turnbon_terminal.host.cgroups import EpisodeCgroup
+from turnbon_terminal.host.workroot import default_work_root, private_dir
 from turnbon_terminal.result import CommandResult
-from turnbon_terminal.settings import SandboxSettings
-from turnbon_terminal.tb2 import DEFAULT_WORKDIR, ContainerSpec
-from turnbon_terminal.volumes import StorageSupport, is_full, storage_volume
-from turnbon_terminal.workroot import default_work_root, private_dir
+from turnbon_terminal.task.budget import ResourceBudget
+from turnbon_terminal.task.settings import SandboxSettings
+from turnbon_terminal.task.tb2 import DEFAULT_WORKDIR, ContainerSpec
 
 VERIFIER_LOGS = "/logs/verifier"
 DEFAULT_IMAGE = "localhost/turnbon-bookworm:latest"

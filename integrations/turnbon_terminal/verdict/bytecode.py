@@ -19,9 +19,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from turnbon_terminal.envvars import SAFE_PATH
-from turnbon_terminal.pytest_site import publish
-from turnbon_terminal.workroot import private_dir, remove_tree
+from turnbon_terminal.host.workroot import private_dir, remove_tree
+from turnbon_terminal.task.envvars import SAFE_PATH
+from turnbon_terminal.verdict.pytest_site import publish
 
 _log = logging.getLogger(__name__)
 WARM_TIMEOUT_S = 120.0

@@ -18,8 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnbon_terminal.envvars import SAFE_PATH
 from turnbon_terminal.errors import SandboxError
+from turnbon_terminal.task.envvars import SAFE_PATH
 
 MOUNT_NAME = "fs"
 IMAGE_NAME = "disk.img"

@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import secrets
 
-from turnbon_terminal.container import Container
-from turnbon_terminal.engine import ContainerError
+from turnbon_terminal.container.engine import ContainerError
+from turnbon_terminal.container.images import IMAGE_PREFIX, EpisodeImage
+from turnbon_terminal.container.instance import Container
+from turnbon_terminal.container.owners import IMAGE_OWNER_LABEL, current_owner
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.images import IMAGE_PREFIX, EpisodeImage
-from turnbon_terminal.owners import IMAGE_OWNER_LABEL, current_owner
 
 FORK_TIMEOUT_S = 600.0
 _EMPTY = 'cd "$1" && rm -rf -- ./* ./.[!.]* ./..?*'

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from turnbon_terminal.budget import ResourceBudget
+from turnbon_terminal.task.budget import ResourceBudget
 
 CgroupVersion = Literal["v1", "v2"]
 V1_CONTROLLERS = ("memory", "pids", "cpu")

@@ -1,7 +1,7 @@
 """Running commands for one episode: its own directory, namespaces, limits and environment.
 
 Under bwrap (the default) each episode has one long-lived bubblewrap sandbox (see
-`turnbon_terminal.bwrap`) that every command enters; run as root, the sandbox also runs
+`turnbon_terminal.host.bwrap`) that every command enters; run as root, the sandbox also runs
 as a uid of its own, leased machine-wide. Each command runs in a new session (its own
 process group), with rlimits set, stdin closed, stdout and stderr interleaved into one
 pipe that is read as it arrives. A command that outlives its timeout, or prints more
@@ -11,7 +11,7 @@ background keep running until the episode ends (`kill_all`, before verification,
 
 Each episode also has a budget (`ResourceBudget`, from its task): every process joins the
 episode's control group before it execs, and its writable folders live on a file
-system of its own (`turnbon_terminal.enforcement`); after each command the sandbox
+system of its own (`turnbon_terminal.task.enforcement`); after each command the sandbox
 looks whether it went over (`over_budget`).
 
 The "uid" fallback runs commands on the host as the episode's uid (as root) or as the
@@ -35,28 +35,28 @@ from pathlib import Path
 from typing import Any
 
 import turnbon_graph
-from turnbon_terminal.budget import ResourceBudget
-from turnbon_terminal.bwrap import TMP_PLACE, WORK_PLACE, Layout, Session, find_tools
-from turnbon_terminal.enforcement import Enforcement, EpisodeResources
-from turnbon_terminal.envvars import SAFE_PATH, sandbox_env
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.output import CappedOutput, Pump
-from turnbon_terminal.process import kill_group, run_process
-from turnbon_terminal.result import CommandResult
-from turnbon_terminal.settings import Fresh, SandboxSettings
-from turnbon_terminal.users import (
+from turnbon_terminal.host.bwrap import TMP_PLACE, WORK_PLACE, Layout, Session, find_tools
+from turnbon_terminal.host.users import (
     UidLease,
     chown_tree,
     kill_user,
     lease_uid,
     remove_user_files,
 )
-from turnbon_terminal.workroot import (
+from turnbon_terminal.host.workroot import (
     default_work_root,
     private_dir,
     reachable_by_others,
     remove_tree,
 )
+from turnbon_terminal.output import CappedOutput, Pump
+from turnbon_terminal.process import kill_group, run_process
+from turnbon_terminal.result import CommandResult
+from turnbon_terminal.task.budget import ResourceBudget
+from turnbon_terminal.task.enforcement import Enforcement, EpisodeResources
+from turnbon_terminal.task.envvars import SAFE_PATH, sandbox_env
+from turnbon_terminal.task.settings import Fresh, SandboxSettings
 
 __all__ = ["CommandResult", "Fresh", "Sandbox", "SandboxHost", "SandboxSettings"]
 
@@ -105,7 +105,8 @@ class SandboxHost:
         self.work_root = settings.work_root or default_work_root()
         if isolate:
             reachable_by_others(self.work_root)
-        packages = [Path(turnbon_graph.__file__).parent, Path(__file__).parent]
+        # the library's and this integration's own code (this module is in host/)
+        packages = [Path(turnbon_graph.__file__).parent, Path(__file__).parents[1]]
         self.hidden = (*packages, *settings.hidden)
         self.enforcement = Enforcement(
             self.work_root, settings.limits, enabled=settings.enforce_budgets

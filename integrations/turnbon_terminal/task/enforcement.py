@@ -1,7 +1,7 @@
 """What of an episode's `ResourceBudget` this machine enforces, found out once, said once.
 
-Memory, process count and CPUs take a control group (`turnbon_terminal.cgroups`);
-storage takes a file system per episode (`turnbon_terminal.disk`). Each is probed on
+Memory, process count and CPUs take a control group (`turnbon_terminal.host.cgroups`);
+storage takes a file system per episode (`turnbon_terminal.host.disk`). Each is probed on
 the first episode (in its thread, never on the event loop); what cannot be enforced is
 warned about once per environment, with the reason and what still holds.
 """
@@ -15,10 +15,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnbon_terminal.budget import ResourceBudget
-from turnbon_terminal.cgroups import CgroupSupport, EpisodeCgroup, remove_leftover_groups
-from turnbon_terminal.disk import DiskSupport, EpisodeDisk, unmount_below
-from turnbon_terminal.limits import Limits, MiB
+from turnbon_terminal.host.cgroups import CgroupSupport, EpisodeCgroup, remove_leftover_groups
+from turnbon_terminal.host.disk import DiskSupport, EpisodeDisk, unmount_below
+from turnbon_terminal.task.budget import ResourceBudget
+from turnbon_terminal.task.limits import Limits, MiB
 
 _GROUP_GONE_S = 5.0
 

@@ -1,4 +1,4 @@
-"""An episode of a task in the host sandbox (`turnbon_terminal.sandbox`): its working
+"""An episode of a task in the host sandbox (`turnbon_terminal.host.sandbox`): its working
 directory with the task's files, the `shell` tool, the pytest verifier, and forks."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from turnbon_graph.bench.copying import copy_tree
 from turnbon_graph.bench.environment import Verdict
 from turnbon_graph.errors import ConfigurationError, ResourceLimitError
 from turnbon_terminal.errors import SandboxError, SetupScriptError, TaskFormatError
-from turnbon_terminal.sandbox import CommandResult, Sandbox, SandboxHost
-from turnbon_terminal.settings import verifier_limit
+from turnbon_terminal.host.sandbox import CommandResult, Sandbox, SandboxHost
 from turnbon_terminal.shell_tool import ShellTool
-from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, read_task_text
-from turnbon_terminal.verifier import VerifierPython, run_verifier
+from turnbon_terminal.task.folders import SETUP_SCRIPT, TerminalTask, read_task_text
+from turnbon_terminal.task.settings import verifier_limit
+from turnbon_terminal.verdict.verifier import VerifierPython, run_verifier
 
 T = TypeVar("T")
 

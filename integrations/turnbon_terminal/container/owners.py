@@ -19,7 +19,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from turnbon_terminal.engine import Engine
+from turnbon_terminal.container.engine import Engine
 
 OWNER_LABEL = "turnbon.owner"
 """On containers and volumes: the process that made them."""

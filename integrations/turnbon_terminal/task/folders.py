@@ -11,7 +11,7 @@
       environment/          a task for the host sandbox: copied into the working
                             directory; setup.sh, if present, runs there (as the
                             episode's user) before the agent starts. A container task:
-                            its Dockerfile and build context (`turnbon_terminal.tb2`)
+                            its Dockerfile and build context (`turnbon_terminal.task.tb2`)
       solution/solve.sh     the reference solution, run from the working directory
       tests/                the verifier: test.sh writing /logs/verifier/reward.txt
                             (Terminal-Bench 2, in the container), or pytest tests
@@ -19,7 +19,7 @@
 
 Paths are relative to the working directory, which commands, setup.sh, solve.sh and the
 verifier also find in `TASK_WORKDIR`. A task with an `environment/Dockerfile` or a
-`docker_image` runs in a container (`turnbon_terminal.container`), at `/app` unless its
+`docker_image` runs in a container (`turnbon_terminal.container.instance`), at `/app` unless its
 image or task.toml says otherwise; one with a compose file is refused with
 `DockerRequiredError` (or skipped with a warning when `skip_docker=True`).
 """
@@ -39,14 +39,14 @@ from typing import Any
 
 from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.errors import ConfigurationError
-from turnbon_terminal.budget import (
+from turnbon_terminal.errors import DockerRequiredError, TaskFormatError
+from turnbon_terminal.task.budget import (
     DEFAULT_CPUS,
     DEFAULT_MEMORY_MB,
     DEFAULT_STORAGE_MB,
     ResourceBudget,
 )
-from turnbon_terminal.errors import DockerRequiredError, TaskFormatError
-from turnbon_terminal.tb2 import (
+from turnbon_terminal.task.tb2 import (
     DEFAULT_BUILD_TIMEOUT_S,
     ContainerSpec,
     container_spec,
@@ -54,7 +54,7 @@ from turnbon_terminal.tb2 import (
     network_allowed,
 )
 
-SHIPPED_TASKS = Path(__file__).resolve().parent / "tasks"
+SHIPPED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
 """The task suite that ships with the package."""
 
 AGENT_NOTE = (

@@ -1,5 +1,5 @@
 """Tamper evidence for the verifier: what its watch inside the test process sent
-(`turnbon_terminal.verifier_watch`), and what a scan of the work folder finds.
+(`turnbon_terminal.verdict.watch`), and what a scan of the work folder finds.
 
 The watch writes JSON lines, each with the run's token (`EvidencePipes`), to a pipe
 whose other end only the runner holds: `started` (before any code of the deliverable

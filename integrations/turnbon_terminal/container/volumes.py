@@ -20,12 +20,12 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from turnbon_terminal.disk import FULL_BELOW_BYTES, IMAGE_NAME, format_image, run_tool
-from turnbon_terminal.enforcement import BudgetNotEnforcedWarning
-from turnbon_terminal.engine import Engine
-from turnbon_terminal.envvars import SAFE_PATH
+from turnbon_terminal.container.engine import Engine
+from turnbon_terminal.container.owners import OWNER_LABEL
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.owners import OWNER_LABEL
+from turnbon_terminal.host.disk import FULL_BELOW_BYTES, IMAGE_NAME, format_image, run_tool
+from turnbon_terminal.task.enforcement import BudgetNotEnforcedWarning
+from turnbon_terminal.task.envvars import SAFE_PATH
 
 
 @dataclass

@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 
 from turnbon_graph._extras import install_hint
 from turnbon_terminal.errors import TerminalError
-from turnbon_terminal.workroot import private_dir, remove_tree
+from turnbon_terminal.host.workroot import private_dir, remove_tree
 
 
 class PytestMissingError(TerminalError, ImportError):

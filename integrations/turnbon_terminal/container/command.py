@@ -15,10 +15,10 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
-from turnbon_terminal.engine import ContainerError, Engine
+from turnbon_terminal.container.engine import ContainerError, Engine
 from turnbon_terminal.output import CappedOutput, Pump, exited_or_flooded
 from turnbon_terminal.result import CommandResult
-from turnbon_terminal.settings import SandboxSettings
+from turnbon_terminal.task.settings import SandboxSettings
 
 EXEC_GRACE_S = 5.0
 """How long past a command's limit the client may take before it is killed too."""

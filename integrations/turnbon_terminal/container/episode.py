@@ -6,7 +6,7 @@ old reward files are removed, the task's `tests/` is copied to `/tests`, and
 `(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1` runs in the working directory as
 the image's user, with `[verifier] env`, within `[verifier] timeout_sec`
 (`timeout -s KILL` inside the container). Its exit code is ignored: the reward file is
-the verdict (`turnbon_terminal.reward`).
+the verdict (`turnbon_terminal.verdict.reward`).
 
 A task made for the host sandbox (no image, pytest tests) runs in a container too when
 asked (`sandbox="container"`): in the environment's default image, with its
@@ -28,17 +28,17 @@ from langchain_core.tools import BaseTool
 
 from turnbon_graph.bench.environment import Verdict
 from turnbon_graph.errors import ConfigurationError, ResourceLimitError
-from turnbon_terminal.container import VERIFIER_LOGS, Container
-from turnbon_terminal.container_fork import fork_container
-from turnbon_terminal.engine import ContainerError
+from turnbon_terminal.container.engine import ContainerError
+from turnbon_terminal.container.fork import fork_container
+from turnbon_terminal.container.instance import VERIFIER_LOGS, Container
 from turnbon_terminal.errors import SandboxError, SetupScriptError
-from turnbon_terminal.pytest_site import pytest_site
 from turnbon_terminal.result import CommandResult
-from turnbon_terminal.reward import REWARD_JSON, REWARD_TEXT, TEST_OUTPUT, reward_verdict
-from turnbon_terminal.settings import verifier_limit
 from turnbon_terminal.shell_tool import ShellTool
-from turnbon_terminal.tasks import SETUP_SCRIPT, TerminalTask, read_task_text
-from turnbon_terminal.tb2 import TEST_SCRIPT
+from turnbon_terminal.task.folders import SETUP_SCRIPT, TerminalTask, read_task_text
+from turnbon_terminal.task.settings import verifier_limit
+from turnbon_terminal.task.tb2 import TEST_SCRIPT
+from turnbon_terminal.verdict.pytest_site import pytest_site
+from turnbon_terminal.verdict.reward import REWARD_JSON, REWARD_TEXT, TEST_OUTPUT, reward_verdict
 
 TESTS = "/tests"
 SOLUTION = "/solution"
@@ -211,7 +211,7 @@ class ContainerEpisode:
 
     async def fork(self) -> ContainerEpisode:
         """A new episode of the same task in a container of its own whose files are a
-        copy of this one's (`turnbon_terminal.container_fork`): what either does from
+        copy of this one's (`turnbon_terminal.container.fork`): what either does from
         now on, the other never sees. Processes are not carried over. Close it like
         any episode.
 

@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnbon_terminal.disk import IMAGE_NAME, MOUNT_NAME
-from turnbon_terminal.envvars import SAFE_PATH
 from turnbon_terminal.errors import SandboxError
-from turnbon_terminal.workroot import private_dir, remove_tree
+from turnbon_terminal.host.disk import IMAGE_NAME, MOUNT_NAME
+from turnbon_terminal.host.workroot import private_dir, remove_tree
+from turnbon_terminal.task.envvars import SAFE_PATH
 
 UID_BASE = 1_500_000
 """Far above login users and the usual subordinate-uid ranges (100000-165535)."""
