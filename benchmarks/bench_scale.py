@@ -37,8 +37,8 @@ from child_process import Process, answer  # beside this script
 from langchain_core.tools import BaseTool, tool
 
 from turnbon_graph.bench.environment import TaskSpec, Verdict
-from turnbon_graph.bench.ray_runner import RayOptions, import_ray
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.ray_runner import RayOptions, import_ray
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
 from turnbon_graph.testing import (
     CapturedRequest,
     StubResponse,

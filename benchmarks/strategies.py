@@ -30,8 +30,8 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from turnbon_graph.bench.report_pairs import TITLE as PAIRS
-from turnbon_graph.bench.report_strategies import SECTION, TOKENS_PLOT
+from turnbon_graph.bench.report.pairs import TITLE as PAIRS
+from turnbon_graph.bench.report.strategies import SECTION, TOKENS_PLOT
 from turnbon_graph.cli.main import main as turnbon
 
 STRATEGIES = ["bon", "beam", "particle"]

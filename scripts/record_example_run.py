@@ -130,7 +130,7 @@ async def record(out: Path, task_count: int) -> None:
         summarise,
         write_report,
     )
-    from turnbon_graph.bench.runner import BenchConfig, run_benchmark
+    from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
     from turnbon_graph.selectors import FirstSelector, RandomSelector, ScoringSelector
     from turnbon_graph.testing import StubServer
     from turnbon_graph.turn.engine import TurnEngine
@@ -212,7 +212,7 @@ def stub_report_commands(
 def record_stub_report(out: Path, run: Path | None = None) -> Path:
     """Runs `stub_report_commands` (into `run`, default a fresh temporary folder) and
     writes the report to `out` with the commands at its top; returns report.md."""
-    from turnbon_graph.bench.html import write_html
+    from turnbon_graph.bench.report.html import write_html
     from turnbon_graph.cli import main as turnbon
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -11,7 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, read_lines
+from turnbon_graph.bench.running.runs import EPISODES_FILE, EpisodeResult, read_lines
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,

@@ -5,7 +5,7 @@ already written. So each turn's record is written to `agent/turns.jsonl` as soon
 observation is known (or when `run()` ends, cancelled or not, without one), one JSON line
 `{"record": TurnRecord, "observation": [...]}` as in a `turnbon bench` run folder's
 turns files; and the token counts go into Harbor's `AgentContext` the moment the turn is
-chosen. `turnbon report` reads both back (`turnbon_graph.bench.harbor_jobs`). Harbor's
+chosen. `turnbon report` reads both back (`turnbon_graph.bench.readers.harbor_jobs`). Harbor's
 own trajectory file, `agent/trajectory.json`, is `trajectory.py`'s.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from turnbon_graph.bench.attempt import OBSERVATION_LIMIT
-from turnbon_graph.bench.runs import append_line
+from turnbon_graph.bench.running.runs import append_line
 from turnbon_graph.records import TurnRecord, UsageSplit
 
 if TYPE_CHECKING:

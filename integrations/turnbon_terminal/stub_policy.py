@@ -10,7 +10,7 @@ model and shows a real difference between the settings. Asked to think step by s
 `escalate` strategy's prompt variant, `strategies.escalate.STEP_BY_STEP`), it never gives
 up before the solution ran: the give-up share of its draws goes to the solution.
 
-As the value model of a search strategy (`turnbon_graph.bench.strategies.value`) it scores a
+As the value model of a search strategy (`turnbon_graph.bench.values.value`) it scores a
 partial trajectory by where it is on the solution path: `VALUE_DONE` once the solution
 ran and the agent said so, `VALUE_SOLVED` once it ran, `VALUE_GAVE_UP` for an answer
 given without it, `VALUE_LOOKING` while the agent only looked around. So beam search
@@ -106,7 +106,7 @@ class StubPolicy:
         self._lock = threading.Lock()  # the stub server answers from its own thread
 
     def __call__(self, request: CapturedRequest) -> dict[str, Any]:
-        from turnbon_graph.bench.strategies.value import is_value_request
+        from turnbon_graph.bench.values.value import is_value_request
         from turnbon_graph.testing import is_selector_request
 
         messages = (request.body or {}).get("messages") or []

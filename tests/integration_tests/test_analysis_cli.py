@@ -19,7 +19,7 @@ from turnbon_graph.analysis.figures import BEHAVIOUR_TITLES
 from turnbon_graph.analysis.judge import VERDICTS_FILE, JudgeVerdict, load_rubrics, read_verdicts
 from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, read_reports
 from turnbon_graph.analysis.trajectories import load_trajectories
-from turnbon_graph.bench.report_format import DASH
+from turnbon_graph.bench.report.format import DASH
 from turnbon_graph.cli import main
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion
 

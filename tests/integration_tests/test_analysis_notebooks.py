@@ -18,7 +18,7 @@ from turnbon_graph.analysis.figures import rollout_summaries
 from turnbon_graph.analysis.judge import VERDICTS_FILE, read_verdicts
 from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, read_reports
 from turnbon_graph.bench import report
-from turnbon_graph.bench.runs import read_episodes
+from turnbon_graph.bench.running.runs import read_episodes
 
 EXAMPLE_RUN = NOTEBOOKS.parent / "docs" / "example-run"
 RUN_VARIABLE = "TURNBON_ANALYSIS_RUN"  # the notebooks' override; unset, they read EXAMPLE_RUN

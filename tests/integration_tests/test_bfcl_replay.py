@@ -15,8 +15,8 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed: run `make s
 from tests.helpers import stub_kwargs
 from turnbon_bfcl import BFCLEnvironment, bfcl_api
 from turnbon_bfcl.schema import call_string, parse_call
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-from turnbon_graph.bench.runs import read_turns
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.runs import read_turns
 from turnbon_graph.testing import StubServer
 
 # Five entries that between them use all eight multi-turn backends, with steps of one and

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from turnbon_graph.bench.report_format import DASH
+from turnbon_graph.bench.report.format import DASH
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,

@@ -22,7 +22,7 @@ from turnbon_graph.analysis.judge import (
     read_verdicts,
     verdict_schema,
 )
-from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, RunSettings, turns_path
+from turnbon_graph.bench.running.runs import EPISODES_FILE, EpisodeResult, RunSettings, turns_path
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import CandidateRecord, LatencySplit, TurnRecord, UsageSplit
 from turnbon_graph.testing import CapturedRequest, StubResponse, StubServer, chat_completion, error

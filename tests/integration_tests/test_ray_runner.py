@@ -22,10 +22,10 @@ import pytest
 from tests.counter_env import CounterEnvironment
 from tests.helpers import episode_lines, requests_in_flight
 from tests.integration_tests.test_runner import config, counting_model
-from turnbon_graph.bench.limits import SlotBook
-from turnbon_graph.bench.ray_runner import RayOptions, RegisteredEnvironment
-from turnbon_graph.bench.runner import run_benchmark
-from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, read_episodes, read_turns
+from turnbon_graph.bench.running.limits import SlotBook
+from turnbon_graph.bench.running.ray_runner import RayOptions, RegisteredEnvironment
+from turnbon_graph.bench.running.runner import run_benchmark
+from turnbon_graph.bench.running.runs import EPISODES_FILE, EpisodeResult, read_episodes, read_turns
 from turnbon_graph.testing import StubResponse, StubServer
 
 needs_ray = pytest.mark.skipif(

@@ -21,10 +21,15 @@ from tests.cli_envs import BROKEN, SometimesRight
 from tests.counter_env import CounterEnvironment
 from tests.helpers import episode_lines, stub_kwargs
 from turnbon_graph._extras import install_hint
-from turnbon_graph.bench.plots import PLOT_FILES
-from turnbon_graph.bench.report import write_report
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-from turnbon_graph.bench.runs import EPISODES_FILE, SETTINGS_FILE, EpisodeResult, read_episodes
+from turnbon_graph.bench.report.plots import PLOT_FILES
+from turnbon_graph.bench.report.writer import write_report
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.runs import (
+    EPISODES_FILE,
+    SETTINGS_FILE,
+    EpisodeResult,
+    read_episodes,
+)
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.testing import StubServer
 
@@ -352,7 +357,7 @@ def test_every_table_and_figure_carries_the_papers_number(run: Path, tmp_path: P
 
 
 def test_p_values_read_the_same_in_both_reports() -> None:
-    from turnbon_graph.bench.report_format import p_value
+    from turnbon_graph.bench.report.format import p_value
 
     assert p_value(0.0, 10_000) == p_value(0.00003) == "< 0.0001"
     assert p_value(0.0, 1_000) == "< 0.001"  # 1,000 resamples cannot tell less

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from turnbon_graph.bench.html import render_html
+from turnbon_graph.bench.report.html import render_html
 from turnbon_graph.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

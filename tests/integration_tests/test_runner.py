@@ -22,8 +22,8 @@ from tests.helpers import episode_lines, stub_kwargs
 from turnbon_graph._litellm.failures import CallFailedError
 from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.bench.episode import classify_failure
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-from turnbon_graph.bench.runs import EPISODES_FILE, read_episodes, read_turns
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.runs import EPISODES_FILE, read_episodes, read_turns
 from turnbon_graph.errors import AllCandidatesFailedError, ConfigurationError
 from turnbon_graph.selectors.base import Selection
 from turnbon_graph.testing import (
@@ -236,7 +236,7 @@ KILLABLE = """
 import asyncio, pathlib, sys
 sys.path.insert(0, {root!r})
 from tests.counter_env import CounterEnvironment
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
 env = CounterEnvironment({{f"t{{i}}": 5 for i in range(6)}})
 options = {{"completion_kwargs": {{"api_base": {base!r}, "api_key": "k"}}}}
 config = BenchConfig("openai/stub", [1], trials=1, concurrency=1, engine_options=options)

@@ -22,11 +22,11 @@ from tests.integration_tests.test_strategies import (
     one_episode,
     tree,
 )
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-from turnbon_graph.bench.runs import EpisodeResult, read_episodes, read_turns
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.runs import EpisodeResult, read_episodes, read_turns
 from turnbon_graph.bench.strategies.escalate import STEP_BY_STEP, escalated_effort
 from turnbon_graph.bench.strategies.spec import StrategySpec
-from turnbon_graph.bench.strategies.value import is_value_request
+from turnbon_graph.bench.values.value import is_value_request
 from turnbon_graph.testing import (
     CapturedRequest,
     StubServer,

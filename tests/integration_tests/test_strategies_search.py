@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from tests.integration_tests.test_strategies import TASKS, bench, check_tree, one_episode, tree
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-from turnbon_graph.bench.runs import read_episodes
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.runs import read_episodes
 from turnbon_graph.bench.strategies.spec import StrategySpec
-from turnbon_graph.bench.strategies.value import is_value_request
+from turnbon_graph.bench.values.value import is_value_request
 from turnbon_graph.cli.main import main
 from turnbon_graph.testing import (
     CapturedRequest,

@@ -17,9 +17,9 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from tests.integration_tests.test_strategies import TASKS, bench, check_tree, tree
 from tests.integration_tests.test_strategies_search import give_up_or_look
 from turnbon_graph.bench.environment import Episode
-from turnbon_graph.bench.report import write_report
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-from turnbon_graph.bench.runs import read_episodes, read_turns
+from turnbon_graph.bench.report.writer import write_report
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.runs import read_episodes, read_turns
 from turnbon_graph.bench.strategies.registry import (
     StrategyKind,
     register_strategy,
@@ -28,7 +28,7 @@ from turnbon_graph.bench.strategies.registry import (
 from turnbon_graph.bench.strategies.search import Search, Strategy
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.trajectory import Trajectory
-from turnbon_graph.bench.strategies.value import VALUE_RUBRIC, is_value_request
+from turnbon_graph.bench.values.value import VALUE_RUBRIC, is_value_request
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode, stub_policy
 from turnbon_terminal.stub_policy import GIVE_UP

@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.integration_tests.test_strategies import check_tree, one_episode, tree
 from turnbon_graph.bench.strategies.spec import StrategySpec
-from turnbon_graph.bench.strategies.value import is_value_request
+from turnbon_graph.bench.values.value import is_value_request
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion, choice, tool_call
 
 LEAVE_STATE = (

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from turnbon_graph.bench.report_format import DASH, pct, tokens
-from turnbon_graph.bench.runs import EpisodeResult, read_episodes, tree_path
+from turnbon_graph.bench.report.format import DASH, pct, tokens
+from turnbon_graph.bench.running.runs import EpisodeResult, read_episodes, tree_path
 from turnbon_graph.cli.main import main
 
 TASKS = ["largest-file", "greet-script"]

@@ -9,8 +9,8 @@ from typing import Any, cast
 
 import pytest
 
-from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-from turnbon_graph.bench.runs import read_turns
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+from turnbon_graph.bench.running.runs import read_turns
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment, stub_policy
 

@@ -19,7 +19,7 @@ from tests.helpers import runs_once
 from tests.integration_tests.test_terminal_environment import write_task
 from tests.integration_tests.test_terminal_verdict import FORGE, plant
 from tests.integration_tests.test_terminal_verdict_routes import bench_command, turnbon_run
-from turnbon_graph.bench.runs import read_episodes
+from turnbon_graph.bench.running.runs import read_episodes
 from turnbon_graph.cli import main
 from turnbon_graph.testing import CapturedRequest, StubServer, chat_completion
 

@@ -21,7 +21,7 @@ from tests.integration_tests.test_terminal_environment import spec, write_task
 from tests.integration_tests.test_terminal_sandbox import shared_tmp  # noqa: F401 (a fixture)
 from tests.integration_tests.test_terminal_verdict import TASK, TESTS, answer, plant
 from turnbon_graph.bench.episode import verdict_outcome
-from turnbon_graph.bench.runs import EPISODES_FILE, read_episodes
+from turnbon_graph.bench.running.runs import EPISODES_FILE, read_episodes
 from turnbon_graph.cli import main
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment

@@ -18,7 +18,7 @@ from tests.cli_envs import StubbedCounter
 from tests.helpers import candidate
 from turnbon_graph.bench.environment import Environment
 from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP, load_environment
-from turnbon_graph.bench.runs import EpisodeResult, RunSettings
+from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings
 from turnbon_graph.cli import main
 from turnbon_graph.cli.arguments import default_run_dir, resume_command
 from turnbon_graph.cli.main import build_parser
@@ -132,7 +132,7 @@ def test_a_cluster_limit_without_ray_is_refused(
 def test_the_cluster_limit_flags_reach_the_ray_options() -> None:
     import argparse
 
-    from turnbon_graph.bench.ray_runner import RayOptions, on_ray_as_asked
+    from turnbon_graph.bench.running.ray_runner import RayOptions, on_ray_as_asked
 
     args = argparse.Namespace(
         env="counter", tasks=None, model="stub", ray="auto",

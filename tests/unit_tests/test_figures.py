@@ -34,7 +34,7 @@ from turnbon_graph.analysis.rollouts import (
     RolloutBudget,
     RolloutReport,
 )
-from turnbon_graph.bench.metrics import BootstrapResult
+from turnbon_graph.bench.stats.metrics import BootstrapResult
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -435,7 +435,7 @@ def test_length_legend_swatches_have_the_colour_of_the_bars() -> None:
 
 
 def test_token_cost_legend_swatches_have_the_colour_of_the_bars() -> None:
-    from turnbon_graph.bench.plots import TokenBar, setting_colors, token_cost_figure
+    from turnbon_graph.bench.report.plots import TokenBar, setting_colors, token_cost_figure
 
     token_bars = [TokenBar("N=1", 10, 0, 20, 0, 1.0), TokenBar("N=4", 40, 8, 80, 30, 4.8)]
     figure = token_cost_figure(token_bars, colors=setting_colors(["N=1", "N=4"]))

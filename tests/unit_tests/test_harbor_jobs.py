@@ -1,4 +1,4 @@
-"""A Harbor job folder read as episodes (`turnbon_graph.bench.harbor_jobs`) and reported.
+"""A Harbor job folder read as episodes (`turnbon_graph.bench.readers.harbor_jobs`) and reported.
 
 The fixture is a real job, trimmed: `harbor run -p tests/integration_tests/harbor_tasks
 -a turnbon_harbor:TurnBoNAgent -m openai/stub --ak n=4 -k 2 -e podman` against the stub
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from turnbon_graph.bench.harbor_jobs import is_job_folder, read_job
-from turnbon_graph.bench.report import write_report
-from turnbon_graph.bench.report_format import DASH
-from turnbon_graph.bench.runs import SETTINGS_FILE
+from turnbon_graph.bench.readers.harbor_jobs import is_job_folder, read_job
+from turnbon_graph.bench.report.format import DASH
+from turnbon_graph.bench.report.writer import write_report
+from turnbon_graph.bench.running.runs import SETTINGS_FILE
 
 JOB = Path(__file__).parent / "data" / "harbor-job"
 ROOT = Path(__file__).parents[2]

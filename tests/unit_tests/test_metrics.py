@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from turnbon_graph.bench.environment import Outcome
-from turnbon_graph.bench.metrics import (
+from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.stats.metrics import (
     consistency_at_k,
     consistency_curve,
     cost_table,
@@ -15,7 +16,6 @@ from turnbon_graph.bench.metrics import (
     pass_at_k_curve,
     turns_to_solve,
 )
-from turnbon_graph.bench.runs import EpisodeResult
 from turnbon_graph.records import Usage, UsageSplit
 
 

@@ -23,7 +23,7 @@ from turnbon_graph.analysis.preference import (
     to_rows,
 )
 from turnbon_graph.analysis.trajectories import Trajectory, TurnView, load_trajectories
-from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, turns_path
+from turnbon_graph.bench.running.runs import EPISODES_FILE, EpisodeResult, turns_path
 from turnbon_graph.records import CandidateRecord, LatencySplit, TurnRecord, Usage, UsageSplit
 
 # --- synthetic trajectories -------------------------------------------------------------

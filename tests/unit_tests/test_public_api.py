@@ -74,12 +74,12 @@ SUBPACKAGES = {
 """Each subpackage's names as the README and docs import them."""
 
 MODULES = {
-    "turnbon_graph.bench.runner": ["BenchConfig", "run_benchmark"],
-    "turnbon_graph.bench.ray_runner": ["RayOptions", "RegisteredEnvironment"],
+    "turnbon_graph.bench.running.runner": ["BenchConfig", "run_benchmark"],
+    "turnbon_graph.bench.running.ray_runner": ["RayOptions", "RegisteredEnvironment"],
     "turnbon_graph.bench.environment": ["Environment", "Episode", "TaskSpec", "Verdict"],
-    "turnbon_graph.bench.metrics": ["consistency_curve", "cost_table", "pass_at_k"],
-    "turnbon_graph.bench.runs": ["read_episodes"],
-    "turnbon_graph.bench.pairs": ["all_pairs"],
+    "turnbon_graph.bench.stats.metrics": ["consistency_curve", "cost_table", "pass_at_k"],
+    "turnbon_graph.bench.running.runs": ["read_episodes"],
+    "turnbon_graph.bench.stats.pairs": ["all_pairs"],
     "turnbon_graph.bench.strategies.registry": [
         "StrategyKind",
         "register_strategy",
@@ -88,9 +88,9 @@ MODULES = {
     "turnbon_graph.bench.strategies.search": ["Search", "Strategy"],
     "turnbon_graph.bench.strategies.spec": ["StrategySpec"],
     "turnbon_graph.bench.strategies.trajectory": ["Trajectory"],
-    "turnbon_graph.bench.strategies.value": ["ValueFunction", "ValueModel"],
-    "turnbon_graph.bench.strategies.valuing": ["ValueSetup"],
-    "turnbon_graph.bench.strategies.prm": ["ProcessRewardModel"],
+    "turnbon_graph.bench.values.value": ["ValueFunction", "ValueModel"],
+    "turnbon_graph.bench.values.valuing": ["ValueSetup"],
+    "turnbon_graph.bench.values.prm": ["ProcessRewardModel"],
     "turnbon_graph.config": ["TurnConfig", "TurnOptions", "turn_config"],
     "turnbon_graph.litellm_provider": ["TurnBoNProvider", "register", "turnbon_record"],
     "turnbon_graph.langgraph_server": ["make_graph"],
@@ -179,8 +179,44 @@ def test_a_selector_at_the_package_root_still_works_with_a_warning(name: str) ->
     assert name not in turnbon_graph.__all__
 
 
+BENCH_ROOMS = {old for old in MOVED if old.startswith("turnbon_graph.bench.")}
+"""The harness's modules that moved into its rooms (running, report, stats, readers,
+values, metering); checked together below, in one interpreter."""
+
+
 def test_every_moved_path_is_listed_with_its_old_names() -> None:
-    assert set(OLD_PATHS) - {"turnbon_graph.strategies.beam"} == set(MOVED)
+    assert set(OLD_PATHS) - {"turnbon_graph.strategies.beam"} == set(MOVED) - BENCH_ROOMS
+
+
+def test_every_old_bench_path_is_its_new_module_with_a_warning() -> None:
+    code = (
+        "import importlib, json, warnings\n"
+        "from turnbon_graph._exports import MOVED\n"
+        "found = {}\n"
+        f"for old in {sorted(BENCH_ROOMS)!r}:\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        module = importlib.import_module(old)\n"
+        "    said = [str(w.message) for w in caught if w.category is DeprecationWarning]\n"
+        "    found[old] = [module is importlib.import_module(MOVED[old][0]), said]\n"
+        "print(json.dumps(found))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    found = json.loads(out.stdout)
+    assert len(found) == len(BENCH_ROOMS) == 26
+    for old, (same, said) in found.items():
+        assert same, old
+        assert any(f"{old} has moved to {MOVED[old][0]}" in w for w in said), (old, said)
+
+
+def test_the_harness_names_are_at_the_bench_package() -> None:
+    import turnbon_graph.bench
+    from turnbon_graph.bench.running.ray_runner import RayOptions, RegisteredEnvironment
+    from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+    from turnbon_graph.bench.running.runs import EpisodeResult
+
+    expected = (BenchConfig, EpisodeResult, RayOptions, RegisteredEnvironment, run_benchmark)
+    assert tuple(getattr(turnbon_graph.bench, n) for n in turnbon_graph.bench.__all__) == expected
 
 
 @pytest.mark.parametrize("old", sorted(OLD_PATHS))

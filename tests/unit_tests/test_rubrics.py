@@ -15,7 +15,7 @@ from turnbon_graph.analysis.judge import (
     render_trajectory,
 )
 from turnbon_graph.analysis.trajectories import Trajectory, TurnView
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.running.runs import EpisodeResult
 from turnbon_graph.records import CandidateRecord, LatencySplit, TurnRecord, UsageSplit
 
 TABLE_6 = [

@@ -7,7 +7,7 @@ import os
 import socket
 from pathlib import Path
 
-from turnbon_graph.bench.runs import (
+from turnbon_graph.bench.running.runs import (
     EpisodeResult,
     Worker,
     append_line,

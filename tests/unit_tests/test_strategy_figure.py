@@ -13,7 +13,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from turnbon_graph.bench.strategy_plots import (
+from turnbon_graph.bench.report.strategy_plots import (
     SpendPoint,
     pass_against_spend_figure,
     plot_pass_against_spend,

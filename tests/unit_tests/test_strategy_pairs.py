@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from turnbon_graph.bench.bootstrap import holm
-from turnbon_graph.bench.pairs import all_pairs
-from turnbon_graph.bench.report_format import DASH
-from turnbon_graph.bench.report_pairs import TITLE, pairs_section
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.report.format import DASH
+from turnbon_graph.bench.report.pairs import TITLE, pairs_section
+from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.stats.bootstrap import holm
+from turnbon_graph.bench.stats.pairs import all_pairs
 from turnbon_graph.bench.strategies.spec import StrategySpec
 
 

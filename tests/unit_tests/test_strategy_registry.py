@@ -23,10 +23,9 @@ from langchain_core.messages import (
 
 from tests.counter_env import CounterEpisode
 from turnbon_graph.bench.environment import Episode, TaskSpec
-from turnbon_graph.bench.runs import settings_of
+from turnbon_graph.bench.metering.budget import Ledger
+from turnbon_graph.bench.running.runs import settings_of
 from turnbon_graph.bench.strategies.beam import Beam
-from turnbon_graph.bench.strategies.budget import Ledger
-from turnbon_graph.bench.strategies.prm import prm_request, read_score
 from turnbon_graph.bench.strategies.registry import (
     StrategyKind,
     register_strategy,
@@ -38,8 +37,9 @@ from turnbon_graph.bench.strategies.registry import (
 )
 from turnbon_graph.bench.strategies.search import Search, Strategy
 from turnbon_graph.bench.strategies.spec import StrategySpec
-from turnbon_graph.bench.strategies.value import checked_score
-from turnbon_graph.bench.strategies.valuing import make_value
+from turnbon_graph.bench.values.prm import prm_request, read_score
+from turnbon_graph.bench.values.value import checked_score
+from turnbon_graph.bench.values.valuing import make_value
 from turnbon_graph.cli.main import build_parser
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from turnbon_graph.bench.strategies.budget import Estimates, Ledger, Meter
+from turnbon_graph.bench.metering.budget import Estimates, Ledger, Meter
 from turnbon_graph.bench.strategies.selection import (
     Entry,
     particle_weights,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from turnbon_graph.analysis.trajectories import command_of, exit_code_of, load_trajectories
-from turnbon_graph.bench.runs import EPISODES_FILE, EpisodeResult, turns_path
+from turnbon_graph.bench.running.runs import EPISODES_FILE, EpisodeResult, turns_path
 from turnbon_graph.records import CandidateRecord, LatencySplit, TurnRecord, UsageSplit
 
 

@@ -33,9 +33,7 @@ from turnbon_graph.analysis.preference import (
 )
 from turnbon_graph.analysis.rollouts import ROLLOUTS_FILE, RolloutReport, read_reports, summarise
 from turnbon_graph.analysis.trajectories import Trajectory, load_trajectories
-from turnbon_graph.bench.html import write_html
-from turnbon_graph.bench.plots import PLOTS_INSTALL, plots_available
-from turnbon_graph.bench.report_format import (
+from turnbon_graph.bench.report.format import (
     DASH,
     cell,
     interval,
@@ -46,7 +44,9 @@ from turnbon_graph.bench.report_format import (
     table,
     tokens,
 )
-from turnbon_graph.bench.runs import EPISODES_FILE, SETTINGS_FILE, RunSettings
+from turnbon_graph.bench.report.html import write_html
+from turnbon_graph.bench.report.plots import PLOTS_INSTALL, plots_available
+from turnbon_graph.bench.running.runs import EPISODES_FILE, SETTINGS_FILE, RunSettings
 from turnbon_graph.errors import ConfigurationError
 
 _Picks = TypeVar("_Picks", bound=BehaviourPreference | LengthComparison)

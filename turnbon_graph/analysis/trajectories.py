@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.bench.runs import EpisodeResult, read_episodes, read_turns
+from turnbon_graph.bench.running.runs import EpisodeResult, read_episodes, read_turns
 from turnbon_graph.records import CandidateRecord, TurnRecord
 
 SHELL_ARGUMENT = "command"

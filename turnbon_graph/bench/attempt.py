@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.episode import run_agent
-from turnbon_graph.bench.runs import (
+from turnbon_graph.bench.running.runs import (
     EpisodeResult,
     append_line,
     current_worker,

@@ -19,8 +19,8 @@ from turnbon_graph._litellm.loading import load_litellm
 from turnbon_graph.bench.attempt import TurnLog
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.episode import EpisodeEnd, classify_failure, verdict_outcome
-from turnbon_graph.bench.runs import EpisodeResult, current_worker, tree_path, turns_path
-from turnbon_graph.bench.strategies.budget import Estimates, Ledger, Meter
+from turnbon_graph.bench.metering.budget import Estimates, Ledger, Meter
+from turnbon_graph.bench.running.runs import EpisodeResult, current_worker, tree_path, turns_path
 from turnbon_graph.bench.strategies.escalate import Escalate
 from turnbon_graph.bench.strategies.leaves import verify_leaves
 from turnbon_graph.bench.strategies.record import SearchRecord
@@ -29,7 +29,7 @@ from turnbon_graph.bench.strategies.search import Search, Strategy, StrategySetu
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.trajectory import Trajectory
 from turnbon_graph.bench.strategies.tree import TreeNode, write_tree
-from turnbon_graph.bench.strategies.valuing import make_value, value_model_id
+from turnbon_graph.bench.values.valuing import make_value, value_model_id
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import UsageSplit
 from turnbon_graph.turn.engine import TurnEngine, turn_record

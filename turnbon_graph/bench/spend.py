@@ -11,8 +11,8 @@ from statistics import pstdev
 
 from pydantic import BaseModel
 
-from turnbon_graph.bench.metrics import episode_tokens, usages
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.stats.metrics import episode_tokens, usages
 from turnbon_graph.bench.strategies.names import BudgetUnit
 from turnbon_graph.bench.strategies.spec import StrategySpec
 

@@ -35,7 +35,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Runs `turnbon analyze` with its parsed flags; returns the exit status."""
     from turnbon_graph.analysis.markdown import write_analysis
-    from turnbon_graph.bench.html import HTML_FILE
+    from turnbon_graph.bench.report.html import HTML_FILE
 
     path = write_analysis(
         args.run, args.out, baseline=args.baseline, resamples=args.resamples, seed=args.seed

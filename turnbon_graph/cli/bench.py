@@ -22,7 +22,7 @@ from turnbon_graph.cli.strategy_flags import check_horizon, strategy_arguments
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from turnbon_graph.bench.runs import EpisodeResult
+    from turnbon_graph.bench.running.runs import EpisodeResult
 
 
 def add_parser(commands: Any) -> None:
@@ -76,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
     setup = episode_setup(args)  # the model ids checked before the rest is imported
     environment, run_dir, model = setup.environment, setup.run_dir, setup.model
     refuse_another_model(run_dir, model)
-    from turnbon_graph.bench.report import one_line_summary, read_settings, setting_order
-    from turnbon_graph.bench.report_format import TIMES
-    from turnbon_graph.bench.runner import BenchConfig, run_benchmark
-    from turnbon_graph.bench.runs import read_episodes
+    from turnbon_graph.bench.report.format import TIMES
+    from turnbon_graph.bench.report.writer import one_line_summary, read_settings, setting_order
+    from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
+    from turnbon_graph.bench.running.runs import read_episodes
 
     with contextlib.ExitStack() as stack:
         link = connection(args, environment, stack)
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             print(resuming(recorded, total, args.redo_errors, run_dir), flush=True)
         ray: Any = None
         if args.ray is not None:
-            from turnbon_graph.bench.ray_runner import on_ray_as_asked
+            from turnbon_graph.bench.running.ray_runner import on_ray_as_asked
 
             environment, ray = on_ray_as_asked(args, environment)
         try:
@@ -322,7 +322,7 @@ def refuse_another_model(run_dir: Path, model: str) -> None:
     with another model: its settings keep the model (`bench.runs.RunSettings`), so the
     run would be refused once set up, after saying it resumes. The other settings are
     checked there."""
-    from turnbon_graph.bench.runs import SETTINGS_FILE, RunSettings
+    from turnbon_graph.bench.running.runs import SETTINGS_FILE, RunSettings
     from turnbon_graph.errors import ConfigurationError
 
     path = run_dir / SETTINGS_FILE
@@ -343,7 +343,7 @@ def refuse_other_settings(run_dir: Path, labels: list[str]) -> None:
     """Refuses, before it says it resumes, a rerun into a run folder of other settings
     (other strategies, budgets or N); the rest of its settings are checked when it is
     set up (`bench.plan`)."""
-    from turnbon_graph.bench.runs import SETTINGS_FILE, RunSettings
+    from turnbon_graph.bench.running.runs import SETTINGS_FILE, RunSettings
     from turnbon_graph.errors import ConfigurationError
 
     try:

@@ -37,8 +37,8 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Runs `turnbon report` with its parsed flags; returns the exit status."""
-    from turnbon_graph.bench.html import HTML_FILE
-    from turnbon_graph.bench.report import write_report
+    from turnbon_graph.bench.report.html import HTML_FILE
+    from turnbon_graph.bench.report.writer import write_report
 
     path = write_report(
         args.run, args.out, baseline=args.baseline, resamples=args.resamples, tree=args.tree

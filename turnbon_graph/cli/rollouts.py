@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
                     runner = functools.partial(branch_all, environment, engine)
                 else:  # each worker builds the engine from its recipe
                     from turnbon_graph.analysis.rollouts.on_ray import branch_all_on_ray
-                    from turnbon_graph.bench.ray_runner import on_ray_as_asked
+                    from turnbon_graph.bench.running.ray_runner import on_ray_as_asked
 
                     on_workers, ray = on_ray_as_asked(args, environment)
                     recipe = (model, args.n, selector, options)

@@ -2,7 +2,7 @@
 study's exploration/exploitation measures (oracle, realised, mu, headroom capture h and
 verifier correlation rho_v) from branch rollouts.
 
-Figures 2 and 3 and Tables 1 and 2 are drawn by `turnbon_graph.bench.plots` (the plots of
+Figures 2 and 3 and Tables 1 and 2 are drawn by `turnbon_graph.bench.report.plots` (the plots of
 `turnbon report`); this package draws what that one cannot, from the result objects of
 `turnbon_graph.analysis`:
 

@@ -12,7 +12,7 @@ from turnbon_graph.analysis.figures.canvas import (
     star_handle,
     unique_labels,
 )
-from turnbon_graph.bench.plots import BASELINE_COLOR, setting_colors
+from turnbon_graph.bench.report.plots import BASELINE_COLOR, setting_colors
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

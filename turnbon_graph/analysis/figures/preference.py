@@ -13,7 +13,7 @@ from turnbon_graph.analysis.figures.canvas import (
     star_marker,
     unique_labels,
 )
-from turnbon_graph.bench.plots import (
+from turnbon_graph.bench.report.plots import (
     BASELINE_COLOR,
     PALETTE,
     legend_color,

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 
 from turnbon_graph.analysis.figures.canvas import light_grid
 from turnbon_graph.analysis.rollouts import RolloutReport, RolloutSummary, summarise
-from turnbon_graph.bench.plots import BASELINE_COLOR, jitter_offsets, percent_axis, setting_colors
+from turnbon_graph.bench.report.plots import (
+    BASELINE_COLOR,
+    jitter_offsets,
+    percent_axis,
+    setting_colors,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -28,7 +28,7 @@ from turnbon_graph.analysis.judge.prompt import (
 )
 from turnbon_graph.analysis.judge.rubrics import Rubric, check_unique, load_rubrics
 from turnbon_graph.analysis.trajectories import Trajectory, load_trajectories
-from turnbon_graph.bench.runs import append_line, read_lines
+from turnbon_graph.bench.running.runs import append_line, read_lines
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
 from turnbon_graph.selectors.model_call import ModelCaller, gather_all

@@ -11,7 +11,12 @@ from pathlib import Path
 from turnbon_graph._secrets import redact, secret_values
 from turnbon_graph.analysis.judge import VERDICTS_FILE, JudgeVerdict, read_verdicts
 from turnbon_graph.bench.registry import load_environment
-from turnbon_graph.bench.runs import EPISODES_FILE, SETTINGS_FILE, RunSettings, read_episodes
+from turnbon_graph.bench.running.runs import (
+    EPISODES_FILE,
+    SETTINGS_FILE,
+    RunSettings,
+    read_episodes,
+)
 from turnbon_graph.errors import ConfigurationError
 
 REASON_CHARS = 300

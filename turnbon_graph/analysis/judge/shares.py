@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from turnbon_graph.analysis.judge.rubrics import AppliesTo, Rubric, load_rubrics
 from turnbon_graph.analysis.judge.run import JudgeVerdict
-from turnbon_graph.bench.metrics import bootstrap_differences
+from turnbon_graph.bench.stats.metrics import bootstrap_differences
 
 __all__ = ["FlaggedShare", "flagged_shares"]
 

@@ -28,7 +28,7 @@ from turnbon_graph.analysis.preference.turns import (
     task_means,
 )
 from turnbon_graph.analysis.trajectories import Trajectory, command_of
-from turnbon_graph.bench.metrics import bootstrap_differences
+from turnbon_graph.bench.stats.metrics import bootstrap_differences
 from turnbon_graph.records import CandidateRecord
 
 __all__ = [

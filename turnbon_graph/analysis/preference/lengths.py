@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from turnbon_graph.analysis.preference.turns import no_multi, setting_order, task_means
 from turnbon_graph.analysis.trajectories import Trajectory, command_of
-from turnbon_graph.bench.metrics import BootstrapResult, bootstrap_differences
+from turnbon_graph.bench.stats.metrics import BootstrapResult, bootstrap_differences
 from turnbon_graph.records import CandidateRecord
 
 __all__ = [

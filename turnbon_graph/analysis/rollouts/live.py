@@ -20,7 +20,7 @@ from turnbon_graph.analysis.rollouts.models import (
     SkippedTurn,
 )
 from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
-from turnbon_graph.bench.runs import current_worker
+from turnbon_graph.bench.running.runs import current_worker
 
 if TYPE_CHECKING:  # analysis modules are read without paying for LangGraph
     from langchain_core.messages import BaseMessage

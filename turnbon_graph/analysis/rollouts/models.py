@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from turnbon_graph.analysis.rollouts.budget import RolloutBudget
 from turnbon_graph.analysis.rollouts.statistics import headroom, spearman
 from turnbon_graph.bench.environment import Outcome
-from turnbon_graph.bench.runs import Worker
+from turnbon_graph.bench.running.runs import Worker
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 """One line per episode (a `RolloutReport`) in the run folder."""
@@ -234,7 +234,7 @@ def write_report(run: str | Path, report: RolloutReport) -> Path:
     Returns:
         The file's path.
     """
-    from turnbon_graph.bench.runs import append_line
+    from turnbon_graph.bench.running.runs import append_line
 
     path = Path(run) / ROLLOUTS_FILE
     append_line(path, report.model_dump_json())
@@ -250,7 +250,7 @@ def read_reports(run: str | Path) -> list[RolloutReport]:
     Returns:
         The reports, in the order they were written.
     """
-    from turnbon_graph.bench.runs import read_lines
+    from turnbon_graph.bench.running.runs import read_lines
 
     return read_lines(Path(run) / ROLLOUTS_FILE, RolloutReport)
 

@@ -11,7 +11,7 @@ workers count against one `Spend` held by a Ray actor (`LedgerOnRay`), started f
 the earlier reports spent. A worker that dies loses no finished report; its episode is run
 again from the start (the rollouts it had started stay counted against the caps). The
 workers, the cluster limits and the dead-worker handling are the benchmark runner's
-(`turnbon_graph.bench.ray_runner`).
+(`turnbon_graph.bench.running.ray_runner`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from turnbon_graph.analysis.rollouts.live import branch_rollouts
 from turnbon_graph.analysis.rollouts.models import RolloutReport
 from turnbon_graph.analysis.rollouts.sweep import ReportProgress
 from turnbon_graph.bench.environment import Environment, TaskSpec
-from turnbon_graph.bench.ray_runner import (
+from turnbon_graph.bench.running.ray_runner import (
     RayOptions,
     WorkerPool,
     import_ray,
@@ -36,7 +36,7 @@ from turnbon_graph.bench.ray_runner import (
 )
 
 if TYPE_CHECKING:
-    from turnbon_graph.bench.limits import ClusterLimit
+    from turnbon_graph.bench.running.limits import ClusterLimit
     from turnbon_graph.selectors.base import Selector
     from turnbon_graph.turn.generator import ModelPool
 

@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from turnbon_graph._litellm.model_map import EFFORT_ORDER, Efforts, reasoning_efforts
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.bench.strategies.budget import request_chars
+from turnbon_graph.bench.metering.budget import request_chars
 from turnbon_graph.bench.strategies.registry import built_in
 from turnbon_graph.bench.strategies.search import Search, Strategy, StrategySetup
 from turnbon_graph.bench.strategies.spec import StrategySpec

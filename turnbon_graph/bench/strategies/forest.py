@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage
 
 from turnbon_graph.bench.environment import Episode
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.bench.strategies.budget import Ledger
+from turnbon_graph.bench.metering.budget import Ledger
 from turnbon_graph.bench.strategies.trajectory import Trajectory, describe
 from turnbon_graph.bench.strategies.tree import Fate, TreeNode, short_action
 

@@ -29,25 +29,25 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from turnbon_graph._litellm.loading import load_litellm
 from turnbon_graph.bench.environment import Budgeted, Episode, TaskSpec
 from turnbon_graph.bench.episode import is_agent_failure
-from turnbon_graph.bench.strategies.budget import REFUSED, Kind, Ledger, request_chars
-from turnbon_graph.bench.strategies.forest import Forest
-from turnbon_graph.bench.strategies.metered import (
+from turnbon_graph.bench.metering.budget import REFUSED, Kind, Ledger, request_chars
+from turnbon_graph.bench.metering.metered import (
     MeteredClient,
     metered_engine,
     metered_selector,
 )
+from turnbon_graph.bench.strategies.forest import Forest
 from turnbon_graph.bench.strategies.registry import StrategyKind, built_in
 from turnbon_graph.bench.strategies.selection import top_width
 from turnbon_graph.bench.strategies.trajectory import Pick, Trajectory, step_size, take_step
 from turnbon_graph.bench.strategies.tree import TreeNode
-from turnbon_graph.bench.strategies.value import checked_score
+from turnbon_graph.bench.values.value import checked_score
 from turnbon_graph.openai.messages import to_openai_messages, to_openai_tools
 from turnbon_graph.turn.candidates import Candidate, group_by_action
 from turnbon_graph.turn.engine import TurnEngine, turn_record
 
 if TYPE_CHECKING:
     from turnbon_graph.bench.strategies.spec import StrategySpec
-    from turnbon_graph.bench.strategies.value import ValueFunction
+    from turnbon_graph.bench.values.value import ValueFunction
     from turnbon_graph.turn.state import GeneratedTurn
 
 Plan = list[tuple[Trajectory, int]]

@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from turnbon_graph.bench.environment import Episode, TaskSpec
-from turnbon_graph.bench.strategies.budget import request_chars
+from turnbon_graph.bench.metering.budget import request_chars
 from turnbon_graph.bench.strategies.selection import Entry
 from turnbon_graph.openai.messages import to_openai_messages
 from turnbon_graph.selectors.base import Selection

@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from turnbon_graph.bench.runs import append_line
+from turnbon_graph.bench.running.runs import append_line
 
 Fate = Literal["kept", "pruned", "held", "chosen", "rollout"]
 ACTION_CHARS = 200

@@ -12,9 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from turnbon_graph.bench.environment import Environment, TaskSpec
-from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode, run_setting_episode
-from turnbon_graph.bench.progress import Progress
-from turnbon_graph.bench.runs import EpisodeResult, Setting, read_episodes
+from turnbon_graph.bench.running.plan import (
+    BenchConfig,
+    plan_run,
+    record_episode,
+    run_setting_episode,
+)
+from turnbon_graph.bench.running.progress import Progress
+from turnbon_graph.bench.running.runs import EpisodeResult, Setting, read_episodes
 
 
 async def run_locally(

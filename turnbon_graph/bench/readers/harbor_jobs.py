@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from turnbon_graph.bench.environment import Outcome
-from turnbon_graph.bench.runs import EpisodeResult, RunSettings, setting_label
+from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings, setting_label
 from turnbon_graph.records import TurnRecord, Usage, UsageSplit
 
 CONFIG_FILE = "config.json"

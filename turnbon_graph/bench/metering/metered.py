@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from turnbon_graph._litellm.client import CallResult, CompletionClient
-from turnbon_graph.bench.strategies.budget import (
+from turnbon_graph.bench.metering.budget import (
     REFUSED,
     BudgetRefused,
     Kind,

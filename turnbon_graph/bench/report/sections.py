@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from statistics import median
 
-from turnbon_graph.bench import metrics
-from turnbon_graph.bench.report_format import (
+from turnbon_graph.bench.report.format import (
     DASH,
     cell,
     image,
@@ -22,7 +21,8 @@ from turnbon_graph.bench.report_format import (
     table,
     tokens,
 )
-from turnbon_graph.bench.runs import EpisodeResult, RunSettings
+from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings
+from turnbon_graph.bench.stats import metrics
 
 OUTCOME_HEADERS = {
     "pass": "Pass ↑",
@@ -43,7 +43,7 @@ def pass_rates(
     order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], plots: Mapping[str, str]
 ) -> list[str]:
     """The report's pass-rate section (Figure 2a): attempts, passes and pass@1 per setting."""
-    from turnbon_graph.bench.plots import trial_pass_rates
+    from turnbon_graph.bench.report.plots import trial_pass_rates
 
     rows = []
     for setting in order:

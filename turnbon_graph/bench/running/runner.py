@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from turnbon_graph.bench.environment import Environment
-from turnbon_graph.bench.local_runner import run_locally
-from turnbon_graph.bench.plan import BenchConfig
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.running.local_runner import run_locally
+from turnbon_graph.bench.running.plan import BenchConfig
+from turnbon_graph.bench.running.runs import EpisodeResult
 
 if TYPE_CHECKING:
-    from turnbon_graph.bench.ray_runner import RayOptions
+    from turnbon_graph.bench.running.ray_runner import RayOptions
 
 __all__ = ["BenchConfig", "run_benchmark"]
 
@@ -45,7 +45,7 @@ async def run_benchmark(
         ray: None runs the episodes here, on this event loop; a Ray address ("local"
             starts a Ray instance on this machine's cores, "auto" or "host:port" joins a
             cluster) or a `RayOptions` runs them on Ray workers
-            (`turnbon_graph.bench.ray_runner`), into the same run folder.
+            (`turnbon_graph.bench.running.ray_runner`), into the same run folder.
 
     Returns:
         Every episode result of the run, those of earlier runs into the folder included.
@@ -56,6 +56,6 @@ async def run_benchmark(
     """
     if ray is None:
         return await run_locally(environment, config, run_dir, tasks=tasks, progress=progress)
-    from turnbon_graph.bench.ray_runner import run_on_ray  # Ray only when a run asks for it
+    from turnbon_graph.bench.running.ray_runner import run_on_ray  # Ray only when a run asks for it
 
     return await run_on_ray(environment, config, run_dir, tasks=tasks, progress=progress, ray=ray)

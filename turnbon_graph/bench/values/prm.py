@@ -30,7 +30,7 @@ from turnbon_graph._litellm.client import CompletionClient
 from turnbon_graph._litellm.failures import describe_error
 from turnbon_graph._secrets import redact, secret_values
 from turnbon_graph.bench.environment import Episode
-from turnbon_graph.bench.strategies.budget import request_chars
+from turnbon_graph.bench.metering.budget import request_chars
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
 from turnbon_graph.selectors.model_call import Asked, ModelCaller
@@ -38,7 +38,7 @@ from turnbon_graph.selectors.prompting import answer_text
 from turnbon_graph.turn.candidates import candidate_text
 
 if TYPE_CHECKING:
-    from turnbon_graph.bench.strategies.valuing import ValueSetup
+    from turnbon_graph.bench.values.valuing import ValueSetup
 
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 STEP_SEPARATOR = "\n\n"

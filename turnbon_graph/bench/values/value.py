@@ -15,7 +15,7 @@ from langchain_core.messages import BaseMessage
 
 from turnbon_graph._litellm.client import CompletionClient
 from turnbon_graph.bench.environment import Episode
-from turnbon_graph.bench.strategies.budget import request_chars
+from turnbon_graph.bench.metering.budget import request_chars
 from turnbon_graph.records import Usage
 from turnbon_graph.selectors.model_call import Asked, ModelCaller
 from turnbon_graph.selectors.prompting import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from turnbon_graph.bench.pairs import ALPHA, all_pairs
-from turnbon_graph.bench.report_format import DASH, interval, p_value, pp, table
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.report.format import DASH, interval, p_value, pp, table
+from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.stats.pairs import ALPHA, all_pairs
 
 TITLE = "All pairs at equal budget"
 

@@ -28,8 +28,8 @@ from turnbon_graph.records import Usage
 from turnbon_graph.selectors.model_call import Asked
 
 if TYPE_CHECKING:
-    from turnbon_graph.bench.strategies.budget import Ledger
-    from turnbon_graph.bench.strategies.valuing import ValueSetup
+    from turnbon_graph.bench.metering.budget import Ledger
+    from turnbon_graph.bench.values.valuing import ValueSetup
 
 PASSED, FAILED = 10.0, 0.0
 

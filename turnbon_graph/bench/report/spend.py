@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from turnbon_graph.bench.report_format import DASH, number, pct, short, table, tokens
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.report.format import DASH, number, pct, short, table, tokens
+from turnbon_graph.bench.running.runs import EpisodeResult
 from turnbon_graph.bench.spend import SpendSummary, summarise_spend
 from turnbon_graph.bench.strategies.names import BudgetUnit
 

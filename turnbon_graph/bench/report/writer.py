@@ -1,8 +1,8 @@
 """`turnbon report`: a run folder as a Markdown report with the paper's tables and plots.
 
-Every number comes from `turnbon_graph.bench.metrics` (the same code notebooks use); this
-module writes the report and its summary, `report_sections` arranges the results and
-`report_format` formats them. It never imports LiteLLM or LangGraph, and it writes the
+Every number comes from `turnbon_graph.bench.stats.metrics` (the same code notebooks use); this
+module writes the report and its summary, `sections` arranges the results and
+`format` formats them. It never imports LiteLLM or LangGraph, and it writes the
 Markdown even when matplotlib (the `plots` extra) is missing.
 """
 
@@ -13,16 +13,19 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from turnbon_graph.bench import harbor_jobs, metrics, report_sections, report_strategies
-from turnbon_graph.bench.html import write_html
-from turnbon_graph.bench.report_format import pct, table
-from turnbon_graph.bench.runs import (
+from turnbon_graph.bench.readers import harbor_jobs
+from turnbon_graph.bench.report import sections as report_sections
+from turnbon_graph.bench.report import strategies as report_strategies
+from turnbon_graph.bench.report.format import pct, table
+from turnbon_graph.bench.report.html import write_html
+from turnbon_graph.bench.running.runs import (
     EPISODES_FILE,
     SETTINGS_FILE,
     EpisodeResult,
     RunSettings,
     read_episodes,
 )
+from turnbon_graph.bench.stats import metrics
 from turnbon_graph.errors import ConfigurationError
 
 REPORT_FILE = "report.md"
@@ -54,7 +57,7 @@ def write_report(
     plot_files: dict[str, str] = {}
     plots_note: str | None = None
     if results:
-        from turnbon_graph.bench import plots
+        from turnbon_graph.bench.report import plots
 
         if plots.plots_available():
             written = plots.write_plots(results, out, settings=order, baseline=baseline)
@@ -93,7 +96,7 @@ def _strategy_plots(
 ) -> dict[str, Path]:
     """The strategy comparison's figure (when the run compares strategies or budgets)
     and the chosen episode's tree."""
-    from turnbon_graph.bench import strategy_plots
+    from turnbon_graph.bench.report import strategy_plots
 
     written = {}
     if report_strategies.compares_strategies(results):

@@ -17,10 +17,10 @@ from typing import get_args
 from pydantic import BaseModel
 
 from turnbon_graph.analysis.rollouts.statistics import headroom, spearman
-from turnbon_graph.bench.bootstrap import BootstrapResult as BootstrapResult
-from turnbon_graph.bench.bootstrap import bootstrap_differences as bootstrap_differences
 from turnbon_graph.bench.environment import Outcome
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.stats.bootstrap import BootstrapResult as BootstrapResult
+from turnbon_graph.bench.stats.bootstrap import bootstrap_differences as bootstrap_differences
 from turnbon_graph.bench.strategies.record import Leaf
 from turnbon_graph.records import Usage
 

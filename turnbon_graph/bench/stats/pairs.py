@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from turnbon_graph.bench import metrics
-from turnbon_graph.bench.bootstrap import holm
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.stats import metrics
+from turnbon_graph.bench.stats.bootstrap import holm
 from turnbon_graph.bench.strategies.spec import StrategySpec
 
 ALPHA = 0.05

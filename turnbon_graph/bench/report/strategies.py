@@ -8,7 +8,7 @@ spent (`metrics.episode_tokens`: generator, selector, value and rollout calls to
 as Table 1 counts them), the diversity of the search (per turn, the distinct actions
 among the live trajectories, from the tree files: a search that collapses keeps W copies
 of one action), and the exploration/exploitation split from the verified leaves (oracle,
-realised, h, rho_v: `report_split`); then what each setting spent (`report_spend`).
+realised, h, rho_v: `split`); then what each setting spent (`spend`).
 Reads files; never imports LiteLLM or LangGraph.
 """
 
@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.bench import metrics
-from turnbon_graph.bench.metrics import episode_tokens
-from turnbon_graph.bench.report_format import (
+from turnbon_graph.bench.metering.budget import quantile
+from turnbon_graph.bench.report.format import (
     DASH,
     TIMES,
     cell,
@@ -31,16 +30,17 @@ from turnbon_graph.bench.report_format import (
     table,
     tokens,
 )
-from turnbon_graph.bench.report_pairs import pairs_section
-from turnbon_graph.bench.report_spend import spend_section
-from turnbon_graph.bench.report_split import split_cells, split_section
-from turnbon_graph.bench.runs import TREES_DIR, EpisodeResult, read_lines, tree_path
+from turnbon_graph.bench.report.pairs import pairs_section
+from turnbon_graph.bench.report.spend import spend_section
+from turnbon_graph.bench.report.split import split_cells, split_section
+from turnbon_graph.bench.report.strategy_plots import SpendPoint
+from turnbon_graph.bench.running.runs import TREES_DIR, EpisodeResult, read_lines, tree_path
 from turnbon_graph.bench.spend import spent
-from turnbon_graph.bench.strategies.budget import quantile
+from turnbon_graph.bench.stats import metrics
+from turnbon_graph.bench.stats.metrics import episode_tokens
 from turnbon_graph.bench.strategies.names import BudgetUnit
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.tree import TreeNode
-from turnbon_graph.bench.strategy_plots import SpendPoint
 from turnbon_graph.errors import ConfigurationError
 
 SECTION = "Strategies at matched compute"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from turnbon_graph._extras import install_hint
-from turnbon_graph.bench import metrics
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.stats import metrics
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

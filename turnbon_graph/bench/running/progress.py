@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.running.runs import EpisodeResult
 from turnbon_graph.records import Usage
 
 

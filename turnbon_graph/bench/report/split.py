@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from turnbon_graph.bench import metrics
-from turnbon_graph.bench.report_format import DASH, number, pct, table
-from turnbon_graph.bench.runs import EpisodeResult
+from turnbon_graph.bench.report.format import DASH, number, pct, table
+from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.stats import metrics
 
 UNDEFINED = "n/a"
 """A measure that is undefined for the setting (as opposed to not recorded, the dash)."""

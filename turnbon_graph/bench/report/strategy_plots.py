@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from turnbon_graph.bench.plots import (
+from turnbon_graph.bench.report.plots import (
     PALETTE,
     TIMES,
     new_figure,

@@ -28,10 +28,21 @@ from typing import Any
 
 from turnbon_graph._extras import install_hint
 from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
-from turnbon_graph.bench.limits import ClusterLimit, SlotBook, limit_engine
-from turnbon_graph.bench.plan import BenchConfig, plan_run, record_episode, run_setting_episode
-from turnbon_graph.bench.progress import Progress
-from turnbon_graph.bench.runs import EpisodeResult, Setting, read_episodes, tree_path, turns_path
+from turnbon_graph.bench.running.limits import ClusterLimit, SlotBook, limit_engine
+from turnbon_graph.bench.running.plan import (
+    BenchConfig,
+    plan_run,
+    record_episode,
+    run_setting_episode,
+)
+from turnbon_graph.bench.running.progress import Progress
+from turnbon_graph.bench.running.runs import (
+    EpisodeResult,
+    Setting,
+    read_episodes,
+    tree_path,
+    turns_path,
+)
 from turnbon_graph.errors import ConfigurationError, TurnBoNError
 from turnbon_graph.turn.engine import TurnEngine
 

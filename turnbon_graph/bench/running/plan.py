@@ -17,8 +17,9 @@ from typing import Any
 
 from turnbon_graph.bench.attempt import run_episode
 from turnbon_graph.bench.environment import Environment, TaskSpec, chosen_tasks
-from turnbon_graph.bench.progress import Progress
-from turnbon_graph.bench.runs import (
+from turnbon_graph.bench.metering.budget import Estimates
+from turnbon_graph.bench.running.progress import Progress
+from turnbon_graph.bench.running.runs import (
     EPISODES_FILE,
     SETTINGS_FILE,
     EpisodeResult,
@@ -31,7 +32,6 @@ from turnbon_graph.bench.runs import (
 )
 from turnbon_graph.bench.search_episode import run_search_episode
 from turnbon_graph.bench.strategies.bon_selectors import with_selector
-from turnbon_graph.bench.strategies.budget import Estimates
 from turnbon_graph.bench.strategies.registry import strategy_kind
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.errors import ConfigurationError

@@ -21,11 +21,11 @@ from typing import Any
 
 from turnbon_graph._litellm.client import CompletionClient
 from turnbon_graph.bench.environment import TaskSpec
-from turnbon_graph.bench.strategies.budget import Ledger
-from turnbon_graph.bench.strategies.metered import MeteredClient
+from turnbon_graph.bench.metering.budget import Ledger
+from turnbon_graph.bench.metering.metered import MeteredClient
 from turnbon_graph.bench.strategies.registry import value_factory, value_scheme
 from turnbon_graph.bench.strategies.spec import StrategySpec
-from turnbon_graph.bench.strategies.value import ValueFunction, ValueModel
+from turnbon_graph.bench.values.value import ValueFunction, ValueModel
 from turnbon_graph.config import CONNECTION_KEYS
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.turn.engine import TurnEngine
