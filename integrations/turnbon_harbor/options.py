@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from turnbon_graph._secrets import HEADER_KEYS, SECRET_KEYS
-from turnbon_graph.cli.arguments import SELECTOR_KEYWORDS
+from turnbon_graph.cli.flags.values import SELECTOR_KEYWORDS
 from turnbon_graph.cli.models import make_selector
 from turnbon_graph.config import TurnConfig, configuration_error, turn_config
 from turnbon_graph.errors import ConfigurationError

@@ -396,7 +396,7 @@ def test_workers_continue_each_others_responses_through_the_store_file(
 def test_workers_without_a_store_file_are_told_that_theirs_are_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from turnbon_graph.cli.serve_store import warn_unshared_store
+    from turnbon_graph.cli.serve.store import warn_unshared_store
 
     warn_unshared_store(ServeConfig(model="openai/gpt-4o-mini"), 2)
     assert "share them with --response-store PATH" in capsys.readouterr().err

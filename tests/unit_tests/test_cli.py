@@ -20,7 +20,7 @@ from turnbon_graph.bench.environment import Environment
 from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP, load_environment
 from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings
 from turnbon_graph.cli import main
-from turnbon_graph.cli.arguments import default_run_dir, resume_command
+from turnbon_graph.cli.flags.run_folder import default_run_dir, resume_command
 from turnbon_graph.cli.main import build_parser
 from turnbon_graph.cli.models import (
     check_credentials,

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from turnbon_graph.cli.arguments import SHARED, shown_default
+from turnbon_graph.cli.flags.parser import shown_default
+from turnbon_graph.cli.flags.shared import SHARED
 from turnbon_graph.cli.main import build_parser
 from turnbon_graph.cli.run import RUN_DEFAULTS
 
@@ -110,3 +111,28 @@ def test_demo_refuses_zero_candidates_while_parsing(capsys: pytest.CaptureFixtur
         build_parser().parse_args(["demo", "-n", "0"])
     assert raised.value.code == 2
     assert "argument -n/--n: 0 is less than 1" in capsys.readouterr().err
+
+
+def test_the_serve_docs_show_every_server_flag_as_declared() -> None:
+    # docs/serve.md's table is the options table itself: a flag added, renamed or given
+    # another default there and not here (or the reverse) fails
+    from pathlib import Path
+
+    from turnbon_graph.cli.serve.options import SERVER_FLAGS, flags_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "serve.md").read_text()
+    assert flags_table() in page
+    assert all(f"`{flag.names[0]}`" in flags_table() for flag in SERVER_FLAGS.values())
+
+
+def test_the_serve_parser_takes_every_declared_flag_under_its_setting() -> None:
+    import argparse
+
+    from turnbon_graph.cli.serve import SETTINGS, serve_arguments
+    from turnbon_graph.cli.serve.options import SERVER_FLAGS
+
+    parser = argparse.ArgumentParser()
+    serve_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    assert {k: defaults[k] for k in SETTINGS} == SETTINGS
+    assert set(SERVER_FLAGS) <= set(SETTINGS)

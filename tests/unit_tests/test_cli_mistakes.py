@@ -16,7 +16,7 @@ import pytest
 
 from turnbon_graph import __version__
 from turnbon_graph.cli import main
-from turnbon_graph.cli.arguments import SELECTOR_KEYWORDS, STUB_MODEL, model_name, selector_name
+from turnbon_graph.cli.flags.values import SELECTOR_KEYWORDS, STUB_MODEL, model_name, selector_name
 from turnbon_graph.cli.models import check_credentials, check_model_ids
 from turnbon_graph.errors import ConfigurationError
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from turnbon_graph.cli.arguments import SHARED, run_folder_arguments, subcommand
+from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.flags.shared import SHARED, run_folder_arguments
 
 
 def add_parser(commands: Any) -> None:

@@ -8,16 +8,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP
-from turnbon_graph.cli.arguments import (
-    INTERRUPTED,
-    N_SETTINGS,
-    SHARED,
-    add_flags,
-    episode_arguments,
-    resume_command,
-    subcommand,
-)
-from turnbon_graph.cli.strategy_flags import check_horizon, strategy_arguments
+from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.flags.run_folder import resume_command
+from turnbon_graph.cli.flags.shared import N_SETTINGS, SHARED, add_flags, episode_arguments
+from turnbon_graph.cli.flags.strategy import check_horizon, strategy_arguments
+from turnbon_graph.cli.flags.values import INTERRUPTED
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -224,7 +219,7 @@ def value_of(args: argparse.Namespace, link: dict[str, Any]) -> tuple[str | None
     function's connection: the stub's for `--value stub` (only with --model stub, whose
     server it is), --value-api-base's, or None (LiteLLM's own)."""
     from turnbon_graph.bench.strategies.registry import value_scheme
-    from turnbon_graph.cli.arguments import STUB_MODEL
+    from turnbon_graph.cli.flags.values import STUB_MODEL
     from turnbon_graph.cli.models import STUB_ID, check_model_ids
     from turnbon_graph.errors import ConfigurationError
 

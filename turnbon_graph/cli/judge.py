@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.cli.arguments import INTERRUPTED, SHARED, STUB_MODEL, subcommand
+from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.flags.shared import SHARED
+from turnbon_graph.cli.flags.values import INTERRUPTED, STUB_MODEL
 
 
 def add_parser(commands: Any) -> None:

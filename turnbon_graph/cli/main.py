@@ -10,7 +10,7 @@ from collections.abc import Callable
 from turnbon_graph import __version__
 from turnbon_graph.cli import analyze, bench, judge, report, rollouts, serve
 from turnbon_graph.cli import run as run_command
-from turnbon_graph.cli.arguments import CommandParser
+from turnbon_graph.cli.flags.parser import CommandParser
 
 Handler = Callable[[argparse.Namespace], int]
 

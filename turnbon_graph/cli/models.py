@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.cli.arguments import SELECTOR_KEYWORDS, STUB_MODEL, default_run_dir
+from turnbon_graph.cli.flags.run_folder import default_run_dir
+from turnbon_graph.cli.flags.values import SELECTOR_KEYWORDS, STUB_MODEL
 
 if TYPE_CHECKING:
     from contextlib import ExitStack
@@ -38,7 +39,7 @@ def episode_setup(args: argparse.Namespace, *, kind: str | None = None) -> Episo
     """The selector, the environment, the model id and the run folder (named
     `<env>-<kind>-<model>-<time>` by default) of a command that runs episodes."""
     from turnbon_graph.bench.registry import load_environment
-    from turnbon_graph.cli.arguments import environment_options
+    from turnbon_graph.cli.flags.shared import environment_options
 
     selector = make_selector(args.selector, args.seed)
     refuse_ignored_flags(args, selector)

@@ -9,15 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.cli.arguments import (
-    INTERRUPTED,
-    SHARED,
-    add_flags,
-    episode_arguments,
-    positive_int,
-    resume_command,
-    subcommand,
-)
+from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.flags.run_folder import resume_command
+from turnbon_graph.cli.flags.shared import SHARED, add_flags, episode_arguments
+from turnbon_graph.cli.flags.values import INTERRUPTED, positive_int
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

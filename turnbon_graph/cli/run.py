@@ -8,14 +8,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.cli.arguments import (
-    DEFAULT_ENV,
-    INTERRUPTED,
-    SHARED,
-    add_flags,
-    positive_int,
-    subcommand,
-)
+from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.flags.shared import SHARED, add_flags
+from turnbon_graph.cli.flags.values import DEFAULT_ENV, INTERRUPTED, positive_int
 
 if TYPE_CHECKING:
     from turnbon_graph.bench.environment import Environment, TaskSpec
@@ -299,7 +294,7 @@ def _task(settings: dict[str, Any]) -> tuple[Environment, TaskSpec]:
     """The environment and the task the settings name: an inline instruction, a task
     folder, or a task id of the environment."""
     from turnbon_graph.bench.registry import load_environment
-    from turnbon_graph.cli.arguments import environment_options
+    from turnbon_graph.cli.flags.shared import environment_options
     from turnbon_graph.errors import ConfigurationError
 
     name = settings["env"]

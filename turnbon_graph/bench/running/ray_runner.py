@@ -151,7 +151,8 @@ def on_ray_as_asked(
     `env`, `tasks`, `model` and `ray`): workers load the environment from their own
     install, and with `--model stub` off this machine each serves its own stub (the
     driver's is on this machine's loopback)."""
-    from turnbon_graph.cli.arguments import STUB_MODEL, environment_options
+    from turnbon_graph.cli.flags.shared import environment_options
+    from turnbon_graph.cli.flags.values import STUB_MODEL
 
     stub = args.model == STUB_MODEL and args.ray != "local"
     registered = RegisteredEnvironment(

@@ -2,7 +2,7 @@
 turn (`turnbon_graph.serve`, the `serve` extra). Settings come from flags, then a TOML --config file
 with the same names (snake_case), then defaults; every turn option is a `TurnConfig` field, given by
 name (`-o max_concurrency=8` or in the file), so none is declared here a second time. `--model stub`
-serves a scripted stand-in (`serve_stub`) on a loopback stub server that lives as long as the
+serves a scripted stand-in (`serve.stub`) on a loopback stub server that lives as long as the
 command. Starlette, uvicorn and LiteLLM load only in `run`."""
 
 from __future__ import annotations
@@ -15,46 +15,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.cli.arguments import (
-    INTERRUPTED,
-    SHARED,
-    STUB_MODEL,
-    add_flags,
-    positive_float,
-    positive_int,
-    subcommand,
-)
-from turnbon_graph.cli.serve_store import (
-    STORE_SETTINGS,
-    store_arguments,
-    store_config,
-    warn_unshared_store,
-)
-from turnbon_graph.cli.serve_stub import stub_endpoint
-
-SETTINGS: dict[str, Any] = {
-    "model": None,
-    "api_base": None,
-    "api_key_env": None,
-    "selector": None,
-    "selector_api_base": None,
-    "temperature": None,
-    "host": "127.0.0.1",
-    "port": 8000,
-    "name": "turnbon",
-    "require_key_env": None,
-    "shutdown_timeout": 30.0,
-    "keepalive_s": 15.0,
-    "workers": 1,
-    "max_body_mb": 10.0,
-    "header_timeout_s": 10.0,
-    "body_timeout_s": 60.0,
-    "idle_timeout_s": 5,
-    **STORE_SETTINGS,
-    "log_level": "info",
-    "access_log": False,
-}
-"""The server's own settings (a --config file may set them, and any turn option)."""
+from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.flags.shared import SHARED, add_flags
+from turnbon_graph.cli.flags.values import INTERRUPTED, STUB_MODEL
+from turnbon_graph.cli.serve.options import SETTINGS, add_server_flags
+from turnbon_graph.cli.serve.store import store_config, warn_unshared_store
+from turnbon_graph.cli.serve.stub import stub_endpoint
 
 _TURN_FLAGS = ("n", "seed", "timeout", "tool_calling")
 """Turn options that are also shared flags of the other commands."""
@@ -72,10 +38,6 @@ EPILOG = (
     "numbered draft (1 to N) echoing the last user message; the selector takes the first it "
     "is shown."
 )
-
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-"""uvicorn's log levels (`uvicorn.config.LOG_LEVELS`, not imported: --help stays quick)."""
-
 
 WORKER_ARGV = "TURNBON_SERVE_ARGV"
 """The command line a `--workers` process builds its app from (never a secret: keys come
@@ -112,101 +74,13 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, "api_base", "n", "selector", "selector_api_base", "seed")
     add_flags(parser, "temperature", "tool_calling", "timeout")
     parser.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="the environment variable holding the upstream api_key (default: LiteLLM "
-        "reads the provider's own, e.g. OPENAI_API_KEY)",
-    )
-    parser.add_argument(
         "-o",
         "--option",
         action="append",
         metavar="NAME=VALUE",
         help="a turn option by name (see below)",
     )
-    parser.add_argument("--host", default=SETTINGS["host"], help="the address to listen on")
-    parser.add_argument(
-        "--port", type=int, default=SETTINGS["port"], help="the port to listen on (0: any free)"
-    )
-    parser.add_argument(
-        "--name", default=SETTINGS["name"], help="the model id GET /v1/models lists"
-    )
-    parser.add_argument(
-        "--require-key-env",
-        metavar="NAME",
-        help="clients must send this environment variable's value as their bearer key",
-    )
-    parser.add_argument(
-        "--shutdown-timeout",
-        type=float,
-        default=SETTINGS["shutdown_timeout"],
-        metavar="S",
-        help="on SIGTERM/SIGINT, seconds in-flight requests get before they are cancelled",
-    )
-    parser.add_argument(
-        "--workers",
-        type=positive_int,
-        default=SETTINGS["workers"],
-        metavar="K",
-        help="server processes on the one port (uvicorn's workers), each with an engine "
-        "of its own: max_concurrency and rate_limit then hold per worker",
-    )
-    parser.add_argument(
-        "--keepalive",
-        dest="keepalive_s",
-        type=float,
-        default=SETTINGS["keepalive_s"],
-        metavar="S",
-        help="a streamed turn running longer starts its stream and sends an SSE comment "
-        "every S seconds, so read timeouts do not end it (0: never)",
-    )
-    parser.add_argument(
-        "--max-body-mb",
-        type=positive_float,
-        default=SETTINGS["max_body_mb"],
-        metavar="MB",
-        help="a larger request body (in MiB) gets a 413 before the rest of it is read",
-    )
-    parser.add_argument(
-        "--header-timeout",
-        dest="header_timeout_s",
-        type=positive_float,
-        default=SETTINGS["header_timeout_s"],
-        metavar="S",
-        help="a connection that has not sent a request's line and headers within S seconds "
-        "is closed",
-    )
-    parser.add_argument(
-        "--body-timeout",
-        dest="body_timeout_s",
-        type=positive_float,
-        default=SETTINGS["body_timeout_s"],
-        metavar="S",
-        help="a request body that has not arrived within S seconds of its headers gets a "
-        "408 and the connection is closed",
-    )
-    parser.add_argument(
-        "--idle-timeout",
-        dest="idle_timeout_s",
-        type=positive_int,
-        default=SETTINGS["idle_timeout_s"],
-        metavar="S",
-        help="an idle kept-alive connection is closed after S seconds (uvicorn's "
-        "timeout_keep_alive)",
-    )
-    store_arguments(parser)
-    parser.add_argument(
-        "--log-level",
-        choices=LOG_LEVELS,
-        default=SETTINGS["log_level"],
-        help="the server's and uvicorn's log level (info: a line per turn)",
-    )
-    parser.add_argument(
-        "--access-log",
-        action=argparse.BooleanOptionalAction,
-        default=SETTINGS["access_log"],
-        help="also a line per request (uvicorn's access log, at info)",
-    )
+    add_server_flags(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -268,7 +142,7 @@ def serve_config(
     """The `ServeConfig` of the command line (and its --config file), and the settings
     (`SETTINGS`: how many worker processes serve it, the logging, ...). `--model stub`
     starts the stub, stopped with `stack` (a `--workers` process, given none, uses its
-    parent's, `serve_stub.WORKER_STUB`)."""
+    parent's, `serve.stub.WORKER_STUB`)."""
     from turnbon_graph.errors import ConfigurationError
 
     settings, options = serve_settings(args)

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from turnbon_graph.cli.arguments import positive_float, positive_int, share
+from turnbon_graph.cli.flags.values import positive_float, positive_int, share
 
 
 def at_most(limit: int, why: str) -> Callable[[str], int]:
