@@ -61,7 +61,6 @@ async def run_episode(
         trial=trial,
         setting=setting,
         n=n,
-        outcome=end.outcome,
         turns=sum(1 for m in end.messages if _record(m) is not None),
         usage=usage,
         prompt_tokens_a_call_each=sum(
@@ -70,13 +69,8 @@ async def run_episode(
             if (r := _record(m)) is not None
         ),
         duration_s=round(time.monotonic() - started, 3),
-        error=end.error,
-        verifier_output=(end.verdict.output if end.verdict else "")[-4000:],
-        tamper=end.verdict.tamper if end.verdict else [],
-        reward=end.verdict.reward if end.verdict else None,
-        category=task.category,
-        difficulty=task.difficulty,
         worker=current_worker(),
+        **end.result_fields(task),
         strategy=strategy or StrategySpec(),
         tokens=usage.generator.total_tokens + usage.selector.total_tokens,
     )

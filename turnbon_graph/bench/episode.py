@@ -42,6 +42,8 @@ user messages still to come; the agent then resumes. Its time is not the agent's
 
 PROVIDER_MODULES = ("litellm", "openai")
 """Where the provider's exceptions come from (LiteLLM's derive from OpenAI's)."""
+VERIFIER_TAIL = 4000
+"""The characters of the verifier's output an episode's result keeps (its end)."""
 CONTEXT_OVERFLOW = ("contextwindowexceeded", "context length", "context window")
 
 
@@ -55,6 +57,20 @@ class EpisodeEnd:
     verdict: Verdict | None = None
     messages: list[BaseMessage] = field(default_factory=list)
     """The last state's messages, also when the agent failed or ran out of time."""
+
+    def result_fields(self, task: TaskSpec) -> dict[str, Any]:
+        """What an `EpisodeResult` takes from this ending and its task, whichever way the
+        episode was run (an attempt, a search)."""
+        verdict = self.verdict
+        return {
+            "outcome": self.outcome,
+            "error": self.error,
+            "verifier_output": (verdict.output if verdict else "")[-VERIFIER_TAIL:],
+            "tamper": verdict.tamper if verdict else [],
+            "reward": verdict.reward if verdict else None,
+            "category": task.category,
+            "difficulty": task.difficulty,
+        }
 
 
 async def run_agent(

@@ -106,20 +106,23 @@ def write_plots(
         paths["pass_rate"],
         colors=colors,
     )
-    plot_curves(
-        {s: metrics.pass_at_k_curve(groups[s]) for s in order},
-        paths["pass_at_k"],
-        title="Figure 2(b): pass@k, solved in at least one of k trials",
-        ylabel="pass@k (share of tasks)",
-        colors=colors,
+    curves = (
+        (
+            "pass_at_k",
+            metrics.pass_at_k_curve,
+            "Figure 2(b): pass@k, solved in at least one of k trials",
+            "pass@k (share of tasks)",
+        ),
+        (
+            "consistency",
+            metrics.consistency_curve,
+            "Figure 3(b): consistency, solved in all k trials",
+            "solved in all k (share of tasks)",
+        ),
     )
-    plot_curves(
-        {s: metrics.consistency_curve(groups[s]) for s in order},
-        paths["consistency"],
-        title="Figure 3(b): consistency, solved in all k trials",
-        ylabel="solved in all k (share of tasks)",
-        colors=colors,
-    )
+    for name, curve, title, ylabel in curves:
+        by_setting = {s: curve(groups[s]) for s in order}
+        plot_curves(by_setting, paths[name], title=title, ylabel=ylabel, colors=colors)
     plot_turns_to_solve(
         {s: sorted(metrics.turns_to_solve(groups[s]).values()) for s in order},
         paths["turns_to_solve"],
