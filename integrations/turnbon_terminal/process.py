@@ -1,7 +1,9 @@
-"""One command as a process: its own session (process group), stdin closed, stdout and
-stderr interleaved into one pipe read as it arrives, and the whole group killed when it
-outlives its time limit or prints past the hard cap. What it leaves running in the
-background is handed back, so the episode can end it later."""
+"""One command as a process, for both sandboxes (the host's bubblewrap, and a container's
+`<engine> exec`): its own session (process group), stdin closed, stdout and stderr
+interleaved into one pipe read as it arrives, and the command ended when it outlives its
+time limit, prints past the hard cap or is cancelled (by default its whole group killed;
+a container kills what it ran inside). What it leaves running in the background is
+handed back, so the episode can end it later."""
 
 from __future__ import annotations
 
@@ -11,20 +13,25 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from turnbon_terminal.output import CappedOutput, Pump, exited_or_flooded
 from turnbon_terminal.result import CommandResult
 
-__all__ = ["Ran", "kill_group", "run_process"]
+__all__ = ["Ran", "end_group", "kill_group", "run_process"]
 
 
 def kill_group(pgid: int) -> None:
     """Kills process group `pgid`, if it is still there."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+async def end_group(pgid: int) -> None:
+    """`run_process`'s default ending: process group `pgid` killed."""
+    kill_group(pgid)
 
 
 @dataclass
@@ -46,12 +53,15 @@ async def run_process(
     sink: CappedOutput,
     hard_limit: int,
     background_grace: float,
-    preexec: Callable[[], None] | None,
+    preexec: Callable[[], None] | None = None,
+    end: Callable[[int], Awaitable[None]] | None = None,
 ) -> Ran:
     """Runs `command` (with `asyncio.create_subprocess_exec`'s `options`) until it exits,
     its `limit` in seconds passes or its output passes `hard_limit` bytes, its output kept
     in `sink`. A command that cannot start at all is answered as a shell would (126, 127,
-    naming `argv0`); cancelled, it is killed before the cancellation goes on."""
+    naming `argv0`); cancelled, it is ended before the cancellation goes on. `end(pid)`
+    ends it (default: its process group is killed)."""
+    end = end or end_group
     read_fd, write_fd = os.pipe()
     started = time.monotonic()
     try:
@@ -90,7 +100,7 @@ async def run_process(
         if not waiter.done():
             flooded = pump.flooded.is_set()
             timed_out = not flooded
-            kill_group(process.pid)
+            await end(process.pid)
             await waiter
         assert pump.task is not None
         try:
@@ -99,7 +109,7 @@ async def run_process(
             background = True
     except BaseException:
         # Cancelled (the agent's time ran out) or broken: nothing of it may live on.
-        kill_group(process.pid)
+        await asyncio.shield(end(process.pid))
         if waiter is not None:
             waiter.cancel()
         await pump.stop()

@@ -1,4 +1,5 @@
-"""One command in a running container: `<engine> exec`, its output read as it comes,
+"""One command in a running container: `<engine> exec` run as any command is
+(`turnbon_terminal.process`), its output read as it comes,
 its time limit kept inside the container (`timeout -s KILL`: killing the engine's client
 would leave the command running there), and the command found and killed inside when
 its output floods, when it outlives its limit anyway, or when it is cancelled: every
@@ -7,16 +8,15 @@ inherit."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import secrets
-import subprocess
-import time
+import signal
 from collections.abc import Mapping, Sequence
 
 from turnbon_terminal.container.engine import ContainerError, Engine
-from turnbon_terminal.output import CappedOutput, Pump, exited_or_flooded
+from turnbon_terminal.output import CappedOutput
+from turnbon_terminal.process import run_process
 from turnbon_terminal.result import CommandResult
 from turnbon_terminal.task.settings import SandboxSettings
 
@@ -59,66 +59,33 @@ async def exec_command(
         flags += ["-e", f"{key}={value}"]
     inside = ["timeout", "-s", "KILL", f"{limit:.3f}"] if timeout_inside else []
     sink = CappedOutput(keep or settings.output_limit)
-    read_fd, write_fd = os.pipe()
-    started = time.monotonic()
-    try:
-        process = await asyncio.create_subprocess_exec(
-            engine.path,
-            *flags,
-            container,
-            *inside,
-            *argv,
-            stdin=subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            start_new_session=True,
-            cwd=engine.cwd,  # not the user's folder: conmon writes a file there
-        )
-    except BaseException:
-        os.close(read_fd)
-        raise
-    finally:
-        os.close(write_fd)
-    pump = Pump(read_fd, sink, settings.hard_output_limit)
-    timed_out = flooded = False
-    try:
-        await pump.open()
-        waiter = await exited_or_flooded(process, pump, limit + EXEC_GRACE_S)
-        if not waiter.done():
-            flooded = pump.flooded.is_set()
-            timed_out = not flooded
-            await kill_marked(engine, container, token)
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-        await waiter
-        assert pump.task is not None
-        await asyncio.wait_for(asyncio.shield(pump.task), settings.background_grace)
-    except TimeoutError:
-        pass  # the client's output is closed when it ends: nothing more to read
-    except BaseException:
-        # Cancelled (the agent's time ran out): nothing of it may live on.
-        await asyncio.shield(kill_marked(engine, container, token))
+
+    async def end(pid: int) -> None:
+        # killing the engine's client would leave the command running in the container
+        await kill_marked(engine, container, token)
         with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await pump.stop()
-        raise
-    finally:
-        await pump.stop()
-    sink.freeze()
-    code = process.returncode if process.returncode is not None else -9
-    duration = time.monotonic() - started
-    if code == 137 and timeout_inside and duration >= limit:
-        timed_out = True  # `timeout -s KILL` ended it
-    return CommandResult(
-        output=sink.text(),
-        exit_code=-9 if timed_out or flooded else code,
-        timeout=limit,
-        timed_out=timed_out,
-        flooded=flooded,
-        total_bytes=sink.seen,
+            os.kill(pid, signal.SIGKILL)
+
+    ran = await run_process(
+        [engine.path, *flags, container, *inside, *argv],
+        {"cwd": engine.cwd},  # not the user's folder: conmon writes a file there
+        argv0=engine.path,
+        limit=limit + EXEC_GRACE_S,
+        sink=sink,
         hard_limit=settings.hard_output_limit,
-        duration_s=round(duration, 3),
+        background_grace=settings.background_grace,
+        end=end,
     )
+    if ran.pump is not None:
+        await ran.pump.stop()  # the client's output closes when it ends: nothing to wait for
+    result = ran.result
+    result.timeout = limit
+    if result.exit_code == 137 and timeout_inside and result.duration_s >= limit:
+        result.timed_out = True  # `timeout -s KILL` ended it
+    if result.timed_out or result.flooded:
+        result.exit_code = -9
+    result.background = False
+    return result
 
 
 async def kill_marked(engine: Engine, container: str, token: str) -> None:
