@@ -37,7 +37,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -258,12 +258,7 @@ class LocalModelServer:
     def __enter__(self) -> LocalModelServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         self.stop(drain=exc_type is None)
 
     async def __aenter__(self) -> LocalModelServer:
@@ -280,12 +275,7 @@ class LocalModelServer:
         _reinstall_python_signal_handlers()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         # Off the event loop, so that other tasks cancelled with this one can still close
         # their connections while the drain waits for their slots to free.
         stopping = asyncio.ensure_future(asyncio.to_thread(self.stop, drain=exc_type is None))

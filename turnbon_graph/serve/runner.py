@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from types import TracebackType
 from typing import Any
 
 import uvicorn
@@ -126,12 +125,7 @@ class BackgroundServer:
             time.sleep(0.01)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=self.config.shutdown_timeout + 10)
