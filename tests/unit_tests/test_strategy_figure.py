@@ -116,3 +116,33 @@ def test_the_spend_axis_says_its_unit(unit: str, words: str) -> None:
     point = SpendPoint("bon N=2", 0.01, 0.008, 0.02, 0.5, 0.3, 0.7, 0.05)
     (ax,) = pass_against_spend_figure([point], unit=unit).axes
     assert words in ax.get_xlabel() and ax.get_xscale() == "linear"
+
+
+def test_a_skewed_spend_is_drawn_with_its_mean_inside_its_interval(tmp_path: Path) -> None:
+    # Ten tasks, nine spending 10 tokens and one 10,000: the mean (1,009) lies above the
+    # 90th percentile (10), where the old bars (10th to 90th percentile) put a negative
+    # width and matplotlib refused to draw the report's figure.
+    from turnbon_graph.bench.report.strategies import spend_points
+    from turnbon_graph.bench.running.runs import EpisodeResult
+    from turnbon_graph.bench.strategies.spec import StrategySpec
+
+    spec = StrategySpec(name="beam", token_budget=20_000)
+    results = [
+        EpisodeResult(
+            task=f"t{k}",
+            trial=0,
+            setting="beam 20000",
+            n=3,
+            outcome="pass",
+            turns=1,
+            duration_s=1.0,
+            strategy=spec,
+            tokens=10_000 if k == 0 else 10,
+        )
+        for k in range(10)
+    ]
+    (point,), unit = spend_points(["beam 20000"], {"beam 20000": results}, 2000, 0)
+    assert unit == "tokens" and point.spent == pytest.approx(1009.0)
+    assert point.spent_low <= point.spent <= point.spent_high
+    assert point.spent_high > point.spent  # the one expensive task can be drawn again
+    assert plot_pass_against_spend([point], tmp_path / "skewed.png", unit=unit).is_file()

@@ -43,10 +43,10 @@ class SpendPoint:
     line: str
     """The line it is drawn on: its strategy at its N, whatever its budget."""
     spent: float
-    """Mean spend per episode, in the figure's unit."""
+    """Mean spend per episode, in the figure's unit (each task's mean, averaged)."""
     spent_low: float
     spent_high: float
-    """The middle 80% of its episodes' spend (10th to 90th percentile)."""
+    """Its 95% bootstrap interval (tasks resampled); it always holds `spent`."""
     rate: float
     """Mean pass rate over tasks."""
     rate_low: float
@@ -64,9 +64,9 @@ BUDGET_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 def plot_pass_against_spend(points: Sequence[SpendPoint], path: Path, *, unit: str) -> Path:
     """Pass rate against realised spend per episode: a line per strategy through its
-    budgets, each point with its pass rate's 95% interval (vertical) and the middle 80%
-    of its episodes' spend (horizontal), a marker per budget, and each budget's cap as a
-    dashed vertical line (see `pass_against_spend_figure`)."""
+    budgets, each point with its pass rate's 95% interval (vertical) and its mean
+    spend's 95% interval (horizontal; both bootstrap, tasks resampled), a marker per
+    budget, and each budget's cap as a dashed vertical line (see `pass_against_spend_figure`)."""
     return save_figure(pass_against_spend_figure(points, unit=unit), path)
 
 
@@ -126,7 +126,7 @@ def pass_against_spend_figure(points: Sequence[SpendPoint], *, unit: str) -> Fig
     percent_axis(ax)
     if unit == "tokens":
         ax.xaxis.set_major_formatter(token_formatter())
-    ax.set_xlabel(f"spend per episode ({UNIT_WORDS.get(unit, unit)}, mean; bars: middle 80%)")
+    ax.set_xlabel(f"spend per episode ({UNIT_WORDS.get(unit, unit)}, mean; bars: 95% interval)")
     ax.set_ylabel("mean pass rate (bars: 95% interval)")
     ax.set_title("Pass rate against realised spend")
     # Beside the axes, where constrained layout makes room for them: with ten lines
