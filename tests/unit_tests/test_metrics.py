@@ -105,7 +105,8 @@ def test_paired_bootstrap_on_clear_and_null_differences() -> None:
     better = [episode(t, 0, "pass", "N=4") for t in "abcdefgh"]
     clear = paired_bootstrap(base, better, resamples=2000)
     assert clear.difference == 1.0 and clear.ci_low == clear.ci_high == 1.0
-    assert clear.p_value == 0.0 and clear.tasks == 8
+    # the sign-flip test: 2 of the 2^8 signings are as far from 0
+    assert clear.p_value == 2 / 2**8 and clear.tasks == 8
     mixed = [
         episode(t, 0, "pass" if t in "abcd" else "wrong_submission", "N=4") for t in "abcdefgh"
     ]

@@ -200,7 +200,7 @@ def test_shares_gap_and_counts_by_hand() -> None:
     # per task: a = ((1 - 1/4) + (0 - 2/4)) / 2 = 0.125, b = (0 + (1 - 3/4)) / 2 = 0.125
     assert x.task_gap == pytest.approx(0.125)
     assert x.ci_low == x.ci_high == pytest.approx(0.125)
-    assert x.p_value == 0.0  # every resample of two equal positive gaps is positive
+    assert x.p_value == 0.5  # two tasks: 2 of the 4 signings are as far from 0
     assert x.informative_turns == 3  # the pool with no x adds nothing
     assert x.resamples == 500
 
@@ -392,7 +392,7 @@ def test_length_comparison_by_hand() -> None:
     assert tokens.vs_unpicked is not None and tokens.vs_baseline is not None
     # per task: a = ((10 - 20) + (0 - 40)) / 2 = -25, b = 2 - 6 = -4
     assert tokens.vs_unpicked.difference == pytest.approx((-25 - 4) / 2)
-    assert tokens.vs_unpicked.tasks == 2 and tokens.vs_unpicked.p_value == 0.0
+    assert tokens.vs_unpicked.tasks == 2 and tokens.vs_unpicked.p_value == 0.5  # 2 of 4
     # only task a ran in the baseline: (10 + 0) / 2 - (4 + 0) / 2 = 3
     assert tokens.vs_baseline.tasks == 1
     assert tokens.vs_baseline.difference == pytest.approx(3.0)

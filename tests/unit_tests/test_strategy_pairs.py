@@ -71,7 +71,8 @@ def test_settings_are_compared_in_pairs_within_a_budget_only() -> None:
     ]
     first = pairs[0]
     assert first.result is not None and first.result.difference == -1.0
-    assert first.adjusted == pytest.approx(4 / 2000) and first.significant  # p 0 -> 1/R, x4
+    # the sign-flip test: 2 of the 2^12 signings as far from 0, then x4 for four pairs
+    assert first.adjusted == pytest.approx(4 * 2 / 2**12) and first.significant
     assert all(p.adjusted is not None and p.result is not None for p in pairs)
     assert all(p.adjusted >= p.result.p_value for p in pairs)  # type: ignore[operator, union-attr]
     same = pairs[3]
@@ -80,15 +81,16 @@ def test_settings_are_compared_in_pairs_within_a_budget_only() -> None:
 
 def test_the_report_tables_every_pair_with_its_adjusted_p() -> None:
     groups = {
-        "a": rows("a", [1] * 6, None),
-        "b": rows("b", [0] * 6, None, "particle"),
-        "c": rows("c", [1] * 6, None, "lookahead"),
+        "a": rows("a", [1] * 8, None),
+        "b": rows("b", [0] * 8, None, "particle"),
+        "c": rows("c", [1] * 8, None, "lookahead"),
     }
     lines = pairs_section(list(groups), groups, 1000, 0)
     assert lines[0] == f"### {TITLE}"
     table = [line for line in lines if line.startswith("| ")]
     assert table[0].startswith("| Budget | A | B | B - A | 95% CI | p-value | Holm p |")
     assert len(table) == 2 + 3  # header, rule, three pairs
-    assert f"| {DASH} | a | b | -100.0 pp |" in table[2] and table[2].endswith("| yes | 6 |")
+    assert f"| {DASH} | a | b | -100.0 pp |" in table[2]
+    assert table[2].endswith("| 0.0078 | 0.0234 | yes | 8 |")
     assert "2 of 3 pairs differ" in "\n".join(lines)
     assert pairs_section(["a"], {"a": groups["a"]}, 100, 0) == []  # nothing to pair

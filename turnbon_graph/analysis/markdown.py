@@ -68,7 +68,7 @@ def preference_rows(results: Sequence[BehaviourPreference]) -> _Table:
             pct(r.chance_share),
             pp(r.task_gap),
             interval(r.ci_low, r.ci_high),
-            p_value(r.p_value, r.resamples),
+            p_value(r.p_value),
         )
         for r in results
     ]
@@ -85,7 +85,7 @@ def length_rows(results: Sequence[LengthComparison]) -> _Table:
         for test in (r.vs_unpicked, r.vs_baseline):
             tests += [
                 number(test.difference if test else None, signed=True),
-                p_value(test.p_value if test else None, r.resamples),
+                p_value(test.p_value if test else None),
             ]
         measure = LENGTH_TITLES.get(r.metric, r.metric)
         counts = (str(r.turns), str(r.tasks))
@@ -227,10 +227,10 @@ def _preference_section(
         "Per setting with N>1 and behaviour: Picked is the share of turns whose executed "
         "pick shows the behaviour (the solid line), Chance the share expected from a "
         "uniform random pick among the turn's candidates (dashed). The gap per task (picked "
-        "minus chance, each task counted once, in percentage points) is tested by a paired "
-        f"bootstrap over tasks ({resamples:,} resamples, seed {seed}): its 95% interval and "
-        "two-sided p-value. Informative turns: turns whose candidates disagree on the "
-        "behaviour (the others add nothing to the gap).",
+        "minus chance, each task counted once, in percentage points) is tested over tasks: "
+        f"its 95% bootstrap interval ({resamples:,} resamples, seed {seed}) and the "
+        "two-sided p-value of the exact sign-flip test. Informative turns: turns whose "
+        "candidates disagree on the behaviour (the others add nothing to the gap).",
         lambda: behaviour_preference(trajectories, resamples=resamples, seed=seed),
         preference_rows,
         figures,
@@ -251,8 +251,8 @@ def _length_section(
         "Per turn, the reasoning tokens and shell-command characters of the picked "
         "candidate, the mean of the turn's unpicked candidates, and the executed action of "
         f"the baseline ({baseline}), means per turn. Picked - unpicked: within each turn; "
-        "picked - baseline: per task; both with a paired bootstrap over tasks (two-sided "
-        "p-value).",
+        "picked - baseline: per task; both with a bootstrap interval over tasks and the "
+        "two-sided p-value of the exact sign-flip test).",
         lambda: length_comparison(trajectories, baseline=baseline, resamples=resamples, seed=seed),
         length_rows,
         figures,
@@ -347,8 +347,8 @@ def flagged_table(shares: Sequence[FlaggedShare], *, baseline: str) -> str:
     passed = sorted({s.rubric for s in shares if s.applies_to == "passed"})
     note = (
         f"Share flagged = flagged / judged (unknown verdicts left out); Δ, its 95% interval "
-        f"and p-value: per task, the share here minus in {baseline}, bootstrapped over the "
-        "tasks judged in both (lower is better)."
+        f"and p-value: per task, the share here minus in {baseline}, over the tasks judged "
+        "in both (a bootstrap interval, the sign-flip test's p-value; lower is better)."
     )
     if passed:
         titles = {s.rubric: s.title for s in shares}

@@ -16,7 +16,7 @@ Figures 2 and 3 and Tables 1 and 2 are drawn by `turnbon_graph.bench.report.plot
 Each function returns a matplotlib `Figure` on an Agg canvas and shows nothing (no
 pyplot): in a notebook the figure is displayed as the cell's value, elsewhere
 `figure.savefig(path)`. matplotlib (the `plots` extra) is imported inside the functions.
-A star marks a difference whose paired-bootstrap p-value is below `alpha`.
+A star marks a difference whose sign-flip p-value (over tasks) is below `alpha`.
 
 A package rather than one module with siblings: each module draws the results of one
 analysis (`preference`: Figures 4 and 5, `flagged`: Table 3, `rollouts`: the study's

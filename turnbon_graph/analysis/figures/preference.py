@@ -55,7 +55,7 @@ def plot_preference(
 ) -> Figure:
     """Figure 4: one panel per behaviour, settings along x; the solid line is the share of
     turns whose pick shows the behaviour, the dashed one the share a random pick would
-    show (chance). A star marks a gap whose paired-bootstrap p-value is below `alpha`."""
+    show (chance). A star marks a gap whose sign-flip p-value (over tasks) is below `alpha`."""
     from matplotlib.ticker import MaxNLocator
 
     if not results:

@@ -49,7 +49,7 @@ class FlaggedShare(BaseModel):
     ci_high: float | None = None
     """The difference's confidence interval, upper end."""
     p_value: float | None = None
-    """The difference's two-sided bootstrap p-value."""
+    """The difference's two-sided sign-flip p-value (over tasks)."""
 
 
 def _setting_key(setting: str, baseline: str) -> tuple[bool, float, str]:

@@ -105,7 +105,7 @@ class BehaviourPreference(BaseModel):
     ci_high: float
     """task_gap's confidence interval, upper end."""
     p_value: float
-    """Two-sided paired-bootstrap p-value of task_gap against 0."""
+    """Two-sided sign-flip p-value (over tasks) of task_gap against 0."""
     resamples: int
     """Bootstrap resamples."""
     synthesized_turns: int

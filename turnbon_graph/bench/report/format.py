@@ -55,13 +55,11 @@ def interval(low: float | None, high: float | None) -> str:
     return DASH if low is None or high is None else f"[{pp(low)}, {pp(high)}]"
 
 
-def p_value(p: float | None, resamples: int | None = None) -> str:
-    """Four decimals, or `< 0.0001` below that; with `resamples`, a bootstrap p of 0
-    says `< 1/resamples` when that is larger (fewer resamples cannot tell more)."""
+def p_value(p: float | None) -> str:
+    """Four decimals, or `< 0.0001` below that."""
     if p is None:
         return DASH
-    floor = max(P_FLOOR, 1 / resamples) if resamples else P_FLOOR
-    return f"< {floor:.4g}" if p < floor else f"{p:.4f}"
+    return f"< {P_FLOOR:.4g}" if p < P_FLOOR else f"{p:.4f}"
 
 
 def number(value: float | None, digits: int = 1, *, signed: bool = False) -> str:

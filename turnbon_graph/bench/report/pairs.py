@@ -36,8 +36,8 @@ def pairs_section(
                 pair.b,
                 pp(result.difference),
                 interval(result.ci_low, result.ci_high),
-                p_value(result.p_value, resamples),
-                p_value(pair.adjusted, resamples),
+                p_value(result.p_value),
+                p_value(pair.adjusted),
                 "yes" if pair.significant else "no",
                 str(result.tasks),
             )

@@ -301,7 +301,7 @@ def comparison(
                 setting,
                 pp(c.difference),
                 interval(c.ci_low, c.ci_high),
-                p_value(c.p_value, resamples),
+                p_value(c.p_value),
                 str(c.tasks),
             )
         )

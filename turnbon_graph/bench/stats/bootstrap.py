@@ -1,5 +1,7 @@
-"""A paired bootstrap over tasks: the mean of per-task differences (setting B minus
-setting A, or observed minus expected), its confidence interval and a two-sided p-value.
+"""A paired comparison over tasks: the mean of per-task differences (setting B minus
+setting A, or observed minus expected), its bootstrap confidence interval (tasks
+resampled) and a two-sided p-value from the exact sign-flip test (`exact`), which keeps
+its level where the bootstrap's own p-value does not.
 The report, the strategies' comparison and the analyses (selector preference, the judge's
 shares) test their differences with it; `metrics.paired_bootstrap` pairs two settings'
 pass rates by task. `holm` adjusts the p-values of a family of comparisons (all pairs:
@@ -11,6 +13,8 @@ import random
 from collections.abc import Sequence
 
 from pydantic import BaseModel
+
+from turnbon_graph.bench.stats.exact import sign_flip_p_value
 
 
 class BootstrapResult(BaseModel):
@@ -25,7 +29,8 @@ class BootstrapResult(BaseModel):
     ci_high: float
     """The confidence interval's upper end."""
     p_value: float
-    """Two-sided: twice the smaller share of resampled means on either side of 0."""
+    """Two-sided, from the sign-flip (randomisation) test of the differences
+    (`exact.sign_flip_p_value`): exact up to 32 tasks."""
 
 
 def bootstrap_differences(
@@ -59,14 +64,12 @@ def bootstrap_differences(
     k = len(diffs)
     samples = sorted(sum(rng.choices(diffs, k=k)) / k for _ in range(resamples))
     tail = (1 - confidence) / 2
-    below = sum(s <= 0 for s in samples) / resamples
-    above = sum(s >= 0 for s in samples) / resamples
     return BootstrapResult(
         tasks=k,
         difference=sum(diffs) / k,
         ci_low=samples[int(tail * (resamples - 1))],
         ci_high=samples[int((1 - tail) * (resamples - 1))],
-        p_value=min(1.0, 2 * min(below, above)),
+        p_value=sign_flip_p_value(diffs, seed=seed),
     )
 
 

@@ -30,9 +30,20 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of k attempts drawn from n (c of them correct)
-    passes: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021). Its arguments, what it returns
-    and raises are `consistency_at_k`'s."""
-    check_draw(n, c, k)
+    passes: 1 - C(n-c, k) / C(n, k) (Chen et al., 2021).
+
+    Args:
+        n: attempts made.
+        c: attempts that passed.
+        k: attempts drawn.
+
+    Returns:
+        The probability, 0 to 1.
+
+    Raises:
+        ValueError: not 0 <= c <= n, or not 1 <= k <= n.
+    """
+    _check_draw(n, c, k)
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
@@ -50,11 +61,11 @@ def consistency_at_k(n: int, c: int, k: int) -> float:
     Raises:
         ValueError: not 0 <= c <= n, or not 1 <= k <= n.
     """
-    check_draw(n, c, k)
+    _check_draw(n, c, k)
     return comb(c, k) / comb(n, k)
 
 
-def check_draw(n: int, c: int, k: int) -> None:
+def _check_draw(n: int, c: int, k: int) -> None:
     """Raises ValueError unless k of n attempts, c of them correct, can be drawn."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")

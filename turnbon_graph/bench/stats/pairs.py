@@ -89,6 +89,6 @@ def all_pairs(
                 result = None
             found.append(PairComparison(budget, a, b, result))
     tested = [p for p in found if p.result is not None]
-    raw = [max(p.result.p_value, 1 / resamples) for p in tested if p.result is not None]
+    raw = [p.result.p_value for p in tested if p.result is not None]
     adjusted = dict(zip(map(id, tested), holm(raw), strict=True))
     return [PairComparison(p.budget, p.a, p.b, p.result, adjusted.get(id(p))) for p in found]
