@@ -114,8 +114,8 @@ BUILT_IN = (
 """The strategies that ship, in the order the help lists them."""
 
 BUILT_IN_VALUES = {
-    "prm": f"{MODULE}.prm:process_reward_model",
-    "oracle": f"{MODULE}.oracle:tests_oracle",
+    "prm": "turnbon_graph.bench.values.prm:process_reward_model",
+    "oracle": "turnbon_graph.bench.values.oracle:tests_oracle",
 }
 """The value functions that ship besides the LLM rubric (a model id): a process reward
 model (`prm:MODEL`) and the task's own tests (`oracle`)."""
