@@ -29,6 +29,7 @@ from turnbon_graph.bench.strategies.search import Search, Strategy
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.bench.strategies.trajectory import Trajectory
 from turnbon_graph.bench.values.value import VALUE_RUBRIC, is_value_request
+from turnbon_graph.cli.main import main
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment, TerminalEpisode, stub_policy
 from turnbon_terminal.stub_policy import GIVE_UP
@@ -267,3 +268,29 @@ def test_fusion_and_refine_are_settings_of_the_comparison(tmp_path: Path) -> Non
     assert main(["report", str(run), "--resamples", "100"]) == 0
     text = (run / "report" / "report.md").read_text()
     assert "| fusion N=3 | fusion |" in text and "| refine N=3 | refine |" in text
+
+
+@pytest.mark.parametrize("strategy", ["beam", "particle", "lookahead"])
+def test_with_the_tests_as_the_value_the_best_leaf_is_the_one_chosen(
+    strategy: str, tmp_path: Path
+) -> None:
+    """The verifier as the value: whenever a leaf passed, the chosen one passed (realised
+    equals oracle), and no leaf is valued above the chosen one. Particle filtering used
+    to choose among the particles drawn last only, dropping a passing leaf for a give-up."""
+    run = tmp_path / "run"
+    tasks = ["largest-file", "greet-script", "csv-to-json", "word-frequency"]
+    command = ["bench", "--env", "terminal", "--model", "stub", "--concurrency", "2"]
+    width = [] if strategy == "lookahead" else ["--width", "4"]
+    flags = ["--strategy", strategy, *width, "-n", "3", "--value", "oracle"]
+    assert main([*command, *flags, "--task", *tasks, "--trials", "2", "--run", str(run)]) == 0
+    rows = read_episodes(run)
+    assert len(rows) == 2 * len(tasks)
+    for row in rows:
+        assert row.search is not None, row.error
+        leaves = row.search.leaves
+        (chosen,) = [leaf for leaf in leaves if leaf.chosen]
+        assert all(leaf.held is not None for leaf in leaves)
+        best = max((leaf.value for leaf in leaves if leaf.value is not None), default=None)
+        assert best is None or chosen.value == best, (row.task, row.trial, leaves)
+        if any(leaf.passed for leaf in leaves):
+            assert chosen.passed, (row.task, row.trial, leaves)

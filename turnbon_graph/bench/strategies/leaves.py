@@ -62,6 +62,7 @@ async def verify_leaves(
                 passed=passed,
                 ended=trajectory.ended or "",
                 chosen=is_chosen,
+                held=search.is_held(trajectory),
             )
         )
     return leaves, round(spent, 3)

@@ -26,6 +26,10 @@ class Leaf(BaseModel):
     """How it ended: a final answer, the turn limit, or the token budget."""
     chosen: bool = False
     """The trajectory the search chose: its verdict is the episode's outcome."""
+    held: bool | None = None
+    """Whether the strategy still held it when the search stopped (a leaf it pushed out or
+    never redrew is not held, yet is chosen from all the same); None in rows written
+    before it was recorded."""
 
 
 class SearchRecord(BaseModel):

@@ -12,9 +12,11 @@ lookahead and escalate override what differs. The tree and the environments are 
 A trajectory that ends (a final answer, the turn limit) is held while it is among the
 ones the strategy keeps; the search stops when the strategy keeps no live trajectory
 (beam: the top `width` have all finished), or when the budget cannot afford another
-step. The best held trajectory (by value) is the one the caller verifies. Every
-trajectory that finished is a leaf: its environment stays open until the caller has
-verified it too (`leaves`), then every environment is closed (`close_all`).
+step. Every trajectory that finished is a leaf, held or not: its environment stays open
+until the caller has verified it too (`leaves`), then every environment is closed
+(`close_all`). The best leaf by value is the one the caller verifies as the episode's
+answer, whether the strategy still held it or not (ties: the earliest to finish; a
+search whose only trajectory ended without a turn chooses that one).
 """
 
 from __future__ import annotations
@@ -181,9 +183,21 @@ class Search(Forest):
             self.ledger.expect(0.0)
             for trajectory in self.live:
                 self.nodes[trajectory.node].fate = "kept"
-        if not self.held:
+        return await self.choose()
+
+    async def choose(self) -> Trajectory | None:
+        """The best leaf by value, over every leaf, not only those the strategy held at
+        the end: a finished trajectory pushed out of the beam or never drawn again may be
+        the best. A leaf never scored (its turn had one child to compare) is scored first,
+        where the budget allows, so that it is not ranked below a scored one unseen."""
+        pool = self.leaves() or self.held
+        if not pool:
             return None
-        best = self.held[top_width([t.entry() for t in self.held], 1)[0]]
+        if self.value is not None and len(pool) > 1:
+            for leaf in pool:
+                if leaf.value is None and self.ledger.fits(self.value_cost(leaf, 0)):
+                    await self.rate(leaf)
+        best = pool[top_width([t.entry() for t in pool], 1)[0]]
         self.nodes[best.node].fate = "chosen"
         return best
 
