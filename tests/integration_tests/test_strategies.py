@@ -269,3 +269,28 @@ async def test_beam_forks_are_real_a_branch_never_sees_its_siblings_files(
     check_tree(nodes)
     first_turn = [n for n in nodes if n["turn"] == 1]
     assert len({n["fork"] for n in first_turn}) == 2  # each branch in its own environment
+
+
+async def test_each_setting_learns_its_costs_apart(stub: StubServer, tmp_path: Path) -> None:
+    """Cost estimates are a setting's own: two budgets of beam in one run plan on two
+    estimate tables, each learned from its own calls, so what one setting spent never
+    moves what another plans."""
+    env = TerminalEnvironment()
+    stub.script(stub_policy(env))
+    beam = StrategySpec(name="beam", width=2)
+    config = BenchConfig(
+        model="openai/stub",
+        n_values=[2],
+        concurrency=1,
+        engine_options={"completion_kwargs": {"api_base": stub.base_url, "api_key": "x"}},
+        strategies=[
+            beam.model_copy(update={"token_budget": 1300}),
+            beam.model_copy(update={"token_budget": 100_000}),
+        ],
+    )
+    rows = await run_benchmark(env, config, tmp_path / "run", tasks=TASKS, progress=False)
+    settings = {r.setting for r in rows}
+    assert len(settings) == 2 and set(config.estimates) == settings
+    small, large = (config.estimates[s] for s in sorted(settings))
+    assert small is not large and small.completions and large.completions
+    assert config.estimates_for(sorted(settings)[0]) is small  # one table per setting

@@ -107,8 +107,8 @@ async def run_search_episode(
     """One attempt by the search strategy `spec`: the search, then the verifier on its
     choice and on every other finished leaf. `setting`: the setting's label in the run
     (default: the strategy's own); `value_kwargs`: the value model's connection
-    (`BenchConfig.value_kwargs`); `estimates`: what the run's calls cost so far, shared
-    by its episodes (`BenchConfig.estimates`)."""
+    (`BenchConfig.value_kwargs`); `estimates`: what the setting's calls cost so far, shared
+    by its setting's episodes (`BenchConfig.estimates_for`)."""
     setting = setting or spec.label(n)
     started = time.monotonic()
     ledger = await episode_ledger(engine, spec, estimates)

@@ -68,8 +68,8 @@ def estimated_as(kind: Kind) -> Kind:
 
 @dataclass
 class Estimates:
-    """What the run's calls cost so far, learned from each one that came back: shared by
-    the episodes of a run (on Ray, of a worker)."""
+    """What a setting's calls cost so far, learned from each one that came back: shared by
+    the episodes of one setting of a run (on Ray, of a worker), never across settings."""
 
     first_ratio: float | None = None
     """Tokens per character of the run's first prompt, by the model's tokenizer."""

@@ -66,10 +66,15 @@ class BenchConfig:
     value_kwargs: dict[str, Any] | None = None
     """The value model's connection (api_base, api_key, ...); None: the generator's
     endpoint when the value model is the generator's, else LiteLLM's own."""
-    estimates: Estimates = field(default_factory=Estimates, compare=False, repr=False)
-    """What the run's calls cost so far, learned from each that came back and shared by
-    its episodes: what a search under a token budget plans its steps on (on Ray, each
-    worker learns its own)."""
+    estimates: dict[str, Estimates] = field(default_factory=dict, compare=False, repr=False)
+    """What each setting's calls cost so far, learned from each that came back and shared
+    by that setting's episodes alone (`estimates_for`): what a search under a token
+    budget plans its steps on, so a setting's spend never depends on which other settings
+    share its run (on Ray, each worker learns its own)."""
+
+    def estimates_for(self, setting: str) -> Estimates:
+        """The cost estimates of `setting` (a setting's label), made on first use."""
+        return self.estimates.setdefault(setting, Estimates())
 
     @property
     def search(self) -> StrategySpec | None:
@@ -192,7 +197,7 @@ async def run_setting_episode(
             run_dir,
             setting=setting.label,
             value_kwargs=config.value_kwargs,
-            estimates=config.estimates,
+            estimates=config.estimates_for(setting.label),
         )
     return await run_episode(
         environment,
