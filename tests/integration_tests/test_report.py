@@ -357,11 +357,11 @@ def test_every_table_and_figure_carries_the_papers_number(run: Path, tmp_path: P
 
 
 def test_p_values_read_the_same_in_both_reports() -> None:
-    from turnbon_graph.bench.report.format import p_value
+    from turnbon_graph.bench.report.format import DASH, p_value
 
-    assert p_value(0.0, 10_000) == p_value(0.00003) == "< 0.0001"
-    assert p_value(0.0, 1_000) == "< 0.001"  # 1,000 resamples cannot tell less
-    assert p_value(0.01234) == "0.0123" and p_value(1.0) == "1.0000"
+    # exact p-values: four decimals, whatever the bootstrap's resamples were
+    assert p_value(0.00003) == "< 0.0001" and p_value(2 / 2**12) == "0.0005"
+    assert p_value(0.01234) == "0.0123" and p_value(1.0) == "1.0000" and p_value(None) == DASH
 
 
 def test_bench_with_a_broken_model_says_why_and_exits_non_zero(

@@ -19,6 +19,13 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -
     ]
 
 
+def section(
+    heading: str, explain: str, header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1
+) -> list[str]:
+    """A report section of one table: its heading, what it shows, the table."""
+    return [heading, "", explain, "", *table(header, rows, left), ""]
+
+
 def image(plots: Mapping[str, str], name: str, alt: str) -> list[str]:
     """The Markdown lines of plot `name`, or none when the run has no such plot."""
     return [f"![{alt}]({plots[name]})", ""] if name in plots else []

@@ -17,6 +17,7 @@ from turnbon_graph.bench.report.format import (
     pct,
     pp,
     ratio,
+    section,
     short,
     table,
     tokens,
@@ -53,13 +54,13 @@ def pass_rates(
         passed = sum(r.passed for r in rs)
         rows.append((setting, str(len(rs)), str(passed), pct(curve[1]), per_trial))
     return [
-        "## Pass rate (Figure 2a)",
-        "",
-        "Mean pass rate is pass@1 averaged over trials, as in the paper's Figure 2a: each task's "
-        "share of passing trials, averaged over tasks.",
-        "",
-        *table(["Setting", "Attempts", "Passed", "Mean pass rate", "Per trial"], rows),
-        "",
+        *section(
+            "## Pass rate (Figure 2a)",
+            "Mean pass rate is pass@1 averaged over trials, as in the paper's Figure 2a: each "
+            "task's share of passing trials, averaged over tasks.",
+            ["Setting", "Attempts", "Passed", "Mean pass rate", "Per trial"],
+            rows,
+        ),
         *image(plots, "pass_rate", "Figure 2a: mean pass rate per setting"),
     ]
 
@@ -210,19 +211,17 @@ def outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) ->
         rows.append(
             (setting, str(len(groups[setting])), *(pct(shares[o]) for o in metrics.OUTCOMES))
         )
-    return [
+    return section(
         "## How attempts end (Table 2)",
-        "",
         "Share of attempts by ending, as in the paper's Table 2 (each attempt assigned its "
         "ending by the rules of its Table 5): only an attempt that ended on its own can "
         "pass or be a wrong submission; a context overflow, the time limit, a resource "
         "limit (memory or storage over the task's budget), a token budget that could not "
         "afford one model call (budget exhausted: the agent never acted) or any other "
         "exception (including a verifier that could not run) ends it otherwise.",
-        "",
-        *table(["Setting", "Attempts", *(OUTCOME_HEADERS[o] for o in metrics.OUTCOMES)], rows),
-        "",
-    ]
+        ["Setting", "Attempts", *(OUTCOME_HEADERS[o] for o in metrics.OUTCOMES)],
+        rows,
+    )
 
 
 def turns(
@@ -308,8 +307,9 @@ def comparison(
     return [
         *lines,
         f"Mean pass rate of each setting minus `{baseline}`'s, in percentage points, over the "
-        f"tasks both ran; {resamples:,} resamples of tasks with replacement (seed {seed}), "
-        "two-sided p-value.",
+        f"tasks both ran: its 95% interval from {resamples:,} resamples of tasks with "
+        f"replacement (seed {seed}), and the two-sided p-value of the exact sign-flip test "
+        "over tasks (fewer than 6 tasks can never reach 0.05).",
         "",
         *table(["Setting", "Difference", "95% CI", "p-value", "Tasks"], rows),
         "",
