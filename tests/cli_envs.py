@@ -21,8 +21,10 @@ from turnbon_graph.testing import (
 
 BROKEN = 99
 """A target the policy answers with an error: every attempt at it is an agent error."""
-HOLD_S = 3600.0
-"""How long an answer waits once a `hold=K` run is past its first K episodes."""
+HOLD_S = 30.0
+"""How long an answer waits once a `hold=K` run is past its first K episodes: far longer
+than a test takes to see the first episode saved and send its signal, and short enough
+that a stop which waits for the answer still ends within the test's time."""
 SELECTOR_USAGE = {"prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220}
 
 
@@ -44,7 +46,7 @@ class SometimesRight:
         answer = self._answer(request)
         delay = self.delay
         if self.hold_after is not None and self.first_moves > self.hold_after:
-            # Past the held episodes every answer waits an hour: the run stays inside the
+            # Past the held episodes every answer waits HOLD_S: the run stays inside the
             # next episode until it is stopped, however slowly the machine schedules it.
             delay = HOLD_S
         if isinstance(answer, StubResponse):
@@ -98,8 +100,8 @@ class StubbedCounter(CounterEnvironment):
 def parse_spec(spec: str | None) -> tuple[dict[str, int], dict[str, float]]:
     """`a=3,b=5;delay=0.2;hold=1` -> ({"a": 3, "b": 5}, {"delay": 0.2, "hold": 1.0});
     None -> two tasks, no options. `delay` is each answer's wait in seconds; with `hold=K`
-    (one episode at a time, N=1) the answers of every episode after the first K wait an
-    hour, so a test can stop the run inside an episode."""
+    (one episode at a time, N=1) the answers of every episode after the first K wait
+    `HOLD_S`, so a test can stop the run inside an episode."""
     if not spec:
         return {"three": 3, "five": 5}, {}
     tasks, *options = spec.split(";")
