@@ -90,3 +90,11 @@ def terminate(process: subprocess.Popen[str]) -> int:
     except subprocess.TimeoutExpired:
         process.kill()
         return process.wait()
+
+
+def default_sigint() -> None:
+    """A child process's `preexec_fn`: SIGINT back to its default, so the child's Python
+    installs its KeyboardInterrupt handler as a terminal's would. A test runner's worker
+    may ignore SIGINT, and an ignored signal stays ignored across exec: Ctrl-C would
+    never reach the command under test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

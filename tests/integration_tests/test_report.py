@@ -19,7 +19,7 @@ import pytest
 
 from tests.cli_envs import BROKEN, SometimesRight
 from tests.counter_env import CounterEnvironment
-from tests.helpers import episode_lines, stub_kwargs
+from tests.helpers import default_sigint, episode_lines, stub_kwargs
 from turnbon_graph._extras import install_hint
 from turnbon_graph.bench.report.plots import PLOT_FILES
 from turnbon_graph.bench.report.writer import write_report
@@ -313,6 +313,7 @@ def test_ctrl_c_stops_cleanly_and_the_printed_command_resumes(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 120  # generous; not a bound on the run

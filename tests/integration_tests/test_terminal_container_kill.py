@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.container_tasks import HELLO, labelled, needs_podman, owned_by
-from tests.helpers import runs_once
+from tests.helpers import default_sigint, runs_once
 from turnbon_graph.testing import StubServer
 from turnbon_terminal import TerminalEnvironment
 
@@ -33,6 +33,7 @@ def _run_mid_command(stub: StubServer) -> tuple[subprocess.Popen[str], str]:
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        preexec_fn=default_sigint,
     )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and process.poll() is None:

@@ -73,7 +73,14 @@ class BenchConfig:
     share its run (on Ray, each worker learns its own)."""
 
     def estimates_for(self, setting: str) -> Estimates:
-        """The cost estimates of `setting` (a setting's label), made on first use."""
+        """The cost estimates of one setting, made on first use.
+
+        Args:
+            setting: the setting's label.
+
+        Returns:
+            That setting's estimates, the same object at every call.
+        """
         return self.estimates.setdefault(setting, Estimates())
 
     @property
