@@ -337,7 +337,7 @@ def refuse_another_model(run_dir: Path, model: str) -> None:
 def refuse_other_settings(run_dir: Path, labels: list[str]) -> None:
     """Refuses, before it says it resumes, a rerun into a run folder of other settings
     (other strategies, budgets or N); the rest of its settings are checked when it is
-    set up (`bench.plan`)."""
+    set up (`bench.running.plan`)."""
     from turnbon_graph.bench.running.runs import SETTINGS_FILE, RunSettings
     from turnbon_graph.errors import ConfigurationError
 
