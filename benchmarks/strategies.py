@@ -3,7 +3,8 @@ docs/strategies.md, regenerated.
 
 One `turnbon bench` run on the terminal tasks' stub policy (`--model stub --value
 stub`: no key, no network) of bon, beam search and particle filtering at two token
-budgets, six tasks by two trials, into one run folder, then `turnbon report` on it;
+budgets, with plain bon at N=1 beside them (the decomposition's mu), six tasks by two
+trials, into one run folder, then `turnbon report` on it;
 prints the report's "Strategies at matched compute" tables (the comparison, all pairs at
 equal budget, the exploration/exploitation split and the spend) with the date, the
 command and the machine (and writes them to `--out`; `--figure` copies the report's
@@ -76,7 +77,7 @@ def main() -> int:
     run = args.keep or Path(temporary.name) / "run"
     command = [
         *("bench", "--env", "terminal", "--model", "stub", "--value", "stub"),
-        *("--strategy", *STRATEGIES, "-n", "3", "--token-budget", *BUDGETS),
+        *("--strategy", *STRATEGIES, "-n", "3", "--token-budget", *BUDGETS, "--single-sample"),
         *("--task", *TASKS, "--trials", str(args.trials), "--concurrency", "2"),
     ]
     started = time.monotonic()

@@ -18,16 +18,19 @@ keeps the branch that ran the solution, and particle filtering draws it most oft
 Asked to write the action (the fusion and refine selectors), it writes out the one it
 would pick.
 
-Draws are seeded by `seed`, the request's content and a counter of how many times that
-content was seen, so the N identical requests of one turn differ, and a request asking for
-`n` candidates gets `n` draws, as from `n` requests. The content is what
-the policy acts on: the user's messages and the actions so far, not the tool outputs
-(timestamps, sandbox paths and uids differ from run to run) nor call ids (random). When
-no candidate runs the solution the selector picks by a seeded hash of the actions, not
-by position, so the order in which a turn's N answers arrive changes nothing. With
-episodes run one at a time (`turnbon bench --concurrency 1`) the same seed gives the same
-run; with several at once, the episodes of one task draw from one counter in the order
-their requests arrive, so the numbers differ in details between runs.
+Draws are seeded by `seed` and the request's own `seed` (the OpenAI parameter, which
+`turnbon bench` gives every generator call of an episode: `turnbon_graph.bench.draws`),
+so a request asking for `n` candidates gets `n` draws, as from `n` requests, the same
+request draws the same numbers in every setting, and an episode's draws depend on its
+own calls alone: on neither the other settings of its run nor the order in which
+requests arrive. A request without a seed is seeded by what it asks
+(`bench.draws.request_key`: the messages and actions so far, not the tool outputs,
+whose timestamps, sandbox paths and uids differ from run to run, nor call ids) and how
+many times that was asked, so the N identical requests of one turn still differ (then
+concurrent episodes of one task draw from one counter in the order their requests
+arrive). When no candidate runs the solution
+the selector picks by a seeded hash of the actions, not by position, so the order in
+which a turn's N answers arrive changes nothing.
 """
 
 from __future__ import annotations
@@ -114,20 +117,27 @@ class StubPolicy:
             return self._value(messages)
         if is_selector_request(request):
             return self._select(messages)
-        return self._generate(messages, int((request.body or {}).get("n") or 1))
+        body = request.body or {}
+        return self._generate(messages, int(body.get("n") or 1), body.get("seed"))
 
     # ------------------------------------------------------------------ generator
 
-    def _generate(self, messages: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    def _generate(
+        self, messages: list[dict[str, Any]], n: int, seed: int | None = None
+    ) -> dict[str, Any]:
         """`n` independent draws in one reply, as an endpoint honouring `n` gives them:
         the prompt counted once, each choice's completion tokens added."""
         from turnbon_graph.testing import chat_completion, choice
 
-        choices = [choice(*self._draw(messages), index=k) for k in range(n)]
+        choices = [
+            choice(*self._draw(messages, self._rng(messages, seed, k)), index=k) for k in range(n)
+        ]
         usage = {"prompt_tokens": 11, "completion_tokens": 7 * n, "total_tokens": 11 + 7 * n}
         return chat_completion(choices=choices, usage=usage)
 
-    def _draw(self, messages: list[dict[str, Any]]) -> tuple[str | None, list[Any] | None]:
+    def _draw(
+        self, messages: list[dict[str, Any]], rng: random.Random
+    ) -> tuple[str | None, list[Any] | None]:
         """One candidate: (content, tool calls)."""
         from turnbon_graph.bench.strategies.escalate import is_step_by_step_request
         from turnbon_graph.testing import tool_call
@@ -138,7 +148,6 @@ class StubPolicy:
         task, solution = found
         if solution in _commands_run(messages):
             return DONE, None
-        rng = self._rng(messages)
         draw = rng.random()
         p_solve = 1 - self.p_inspect if is_step_by_step_request(messages) else self.p_solve
         if draw < p_solve:
@@ -156,8 +165,13 @@ class StubPolicy:
                 return task, solution
         return None
 
-    def _rng(self, messages: list[dict[str, Any]]) -> random.Random:
-        digest = hashlib.sha256(json.dumps(_normalised(messages)).encode()).hexdigest()
+    def _rng(self, messages: list[dict[str, Any]], seed: int | None, k: int) -> random.Random:
+        """The draws of the request's `k`-th choice."""
+        from turnbon_graph.bench.draws import request_key
+
+        if seed is not None:  # the call's own numbers (`bench.draws`)
+            return random.Random(f"{self.seed}|{seed}|{k}")
+        digest = request_key(messages)
         with self._lock:
             count = self._seen.get(digest, 0)
             self._seen[digest] = count + 1
@@ -290,15 +304,6 @@ def _commands_run(messages: list[dict[str, Any]]) -> set[str]:
             if name == "shell" and isinstance(command, str):
                 commands.add(command)
     return commands
-
-
-def _normalised(messages: list[dict[str, Any]]) -> list[Any]:
-    """What a request's draws depend on: each message's role, text and calls (names and
-    arguments, not ids), a tool output's text left out (it differs between runs)."""
-    return [
-        [m.get("role"), "" if m.get("role") == "tool" else _text(m.get("content")), _calls(m)]
-        for m in messages
-    ]
 
 
 def _inspections(task: TerminalTask) -> list[str]:

@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             redo_errors=args.redo_errors,
             strategy=strategies[0] if len(strategies) == 1 else None,
             strategies=strategies if len(strategies) > 1 else None,
+            single_sample=args.single_sample,
             value_kwargs=value_kwargs,
         )
         refuse_other_settings(run_dir, [s.label for s in config.settings])

@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 from turnbon_graph._litellm.client import CallResult, CompletionClient
+from turnbon_graph.bench.draws import with_generator_client
 from turnbon_graph.bench.metering.budget import (
     REFUSED,
     BudgetRefused,
@@ -19,7 +20,6 @@ from turnbon_graph.bench.metering.budget import (
     request_chars,
 )
 from turnbon_graph.turn.engine import TurnEngine
-from turnbon_graph.turn.generator import CandidateGenerator
 
 MAX_TOKEN_KEYS = ("max_tokens", "max_completion_tokens")
 """The settings that cap an answer's tokens; a clamp lowers whichever the call has."""
@@ -92,15 +92,9 @@ def metered_engine(
 ) -> TurnEngine:
     """`engine` with its generator's calls metered as `kind` (and `selector`, already
     metered, in place of its own when given)."""
-    generator = engine.generator
-    assert isinstance(generator, CandidateGenerator)  # what TurnEngine.from_options builds
-    client: Any = generator.client
-    inner = client.inner if isinstance(client, MeteredClient) else client
-    metered = copy.copy(generator)
-    metered.client = MeteredClient(inner, ledger, kind)  # type: ignore[assignment]
-    return TurnEngine(
-        generator=metered,
-        selector=selector if selector is not None else engine.selector,
-        config=engine.config,
-        trace=engine.trace,
-    )
+
+    def meter(client: CompletionClient) -> CompletionClient:
+        inner = client.inner if isinstance(client, MeteredClient) else client
+        return MeteredClient(inner, ledger, kind)
+
+    return with_generator_client(engine, meter, selector=selector)

@@ -36,6 +36,7 @@ from turnbon_graph.bench.report.strategy_plots import SpendPoint
 from turnbon_graph.bench.running.runs import TREES_DIR, EpisodeResult, read_lines, tree_path
 from turnbon_graph.bench.spend import spent
 from turnbon_graph.bench.stats import metrics
+from turnbon_graph.bench.stats.decomposition import exploration, single_sample
 from turnbon_graph.bench.stats.metrics import episode_tokens
 from turnbon_graph.bench.strategies.names import BudgetUnit
 from turnbon_graph.bench.strategies.spec import StrategySpec
@@ -203,6 +204,7 @@ def section(
     """The "Strategies at matched compute" section."""
     rollouts = rollout_summaries(run_dir)
     rows, per_turn = [], {}
+    single = single_sample(groups)
     for setting in order:
         rs = groups[setting]
         spec = strategy_of(rs[0])
@@ -211,7 +213,7 @@ def section(
         if spread.distinct:
             per_turn[setting] = spread
         mean = spread.mean()
-        measured = split_cells(metrics.exploration(rs))
+        measured = split_cells(exploration(rs, single))
         rows.append(
             (
                 setting,
@@ -301,7 +303,7 @@ def section(
     return [
         *lines,
         *pairs_section(order, groups, resamples, seed),
-        *split_section(order, groups, rollouts),
+        *split_section(order, groups, rollouts, plots),
         *spend_section(order, groups),
     ]
 

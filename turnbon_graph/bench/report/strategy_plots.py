@@ -1,12 +1,13 @@
 """The figures of the report's strategy comparison, drawn as `plots` draws the others
 (matplotlib's object API on an Agg canvas, imported inside the functions): pass rate
 against realised spend per episode, one line per strategy over its budgets, with
-intervals and the caps marked; and one episode's search tree, its nodes coloured by
-fate."""
+intervals and the caps marked; headroom capture against the value model's rank
+correlation per task (the decomposition's figure); and one episode's search tree, its
+nodes coloured by fate."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from turnbon_graph.bench.report.plots import (
     save_figure,
     token_formatter,
 )
+from turnbon_graph.bench.stats.decomposition import TaskPoint, fit_line
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -230,3 +232,50 @@ def plot_tree(nodes: Sequence[TreeNode], path: Path, *, title: str) -> Path:
     )
     figure.suptitle(title, fontsize=10)
     return save_figure(figure, path)
+
+
+def plot_headroom_against_rho(points: Mapping[str, Sequence[TaskPoint]], path: Path) -> Path:
+    """Headroom capture h against the value model's rho_v, one point per setting and
+    task, with the identity line (the paper's prediction, h = rho_v) and the
+    least-squares line through all points: "Test-Time Scaling in the Wild", Figure 3
+    (left). See `headroom_against_rho_figure`."""
+    return save_figure(headroom_against_rho_figure(points), path)
+
+
+def headroom_against_rho_figure(points: Mapping[str, Sequence[TaskPoint]]) -> Figure:
+    """The figure of `plot_headroom_against_rho`, undrawn (tests read its artists): only
+    the points whose h and rho_v are both defined."""
+    figure, (ax,) = new_figure()
+    xs: list[float] = []
+    ys: list[float] = []
+    for index, (setting, members) in enumerate(points.items()):
+        drawn = [(p.rho_v, p.h) for p in members if p.rho_v is not None and p.h is not None]
+        if not drawn:
+            continue
+        xs += [x for x, _ in drawn]
+        ys += [y for _, y in drawn]
+        ax.scatter(
+            [x for x, _ in drawn],
+            [y for _, y in drawn],
+            color=PALETTE[index % len(PALETTE)],
+            marker=BUDGET_MARKERS[(index // len(PALETTE)) % len(BUDGET_MARKERS)],
+            label=setting,
+            zorder=3,
+        )
+    span = [min([-1.0, *xs, *ys]), max([1.0, *xs, *ys])]
+    ax.plot(span, span, color="#555555", linestyle="--", linewidth=1, label="h = rho_v")
+    fit = fit_line(xs, ys)
+    if fit is not None:
+        r2 = "" if fit.r2 is None else f", R² = {fit.r2:.2f}"
+        ax.plot(
+            span,
+            [fit.slope * x + fit.intercept for x in span],
+            color="#d62728",
+            linewidth=1.4,
+            label=f"fit: h = {fit.slope:.2f} rho_v {fit.intercept:+.2f}{r2}",
+        )
+    ax.set_xlabel("rho_v (Spearman of value and verdict within a task)")
+    ax.set_ylabel("h (headroom capture)")
+    ax.set_title(f"h against rho_v ({len(xs)} task-level points)")
+    figure.legend(frameon=False, loc="outside right upper", fontsize=8)
+    return figure

@@ -18,6 +18,7 @@ from turnbon_graph.bench.report import sections as report_sections
 from turnbon_graph.bench.report import strategies as report_strategies
 from turnbon_graph.bench.report.format import pct, table
 from turnbon_graph.bench.report.html import write_html
+from turnbon_graph.bench.report.split import HEADROOM_PLOT
 from turnbon_graph.bench.running.runs import (
     EPISODES_FILE,
     SETTINGS_FILE,
@@ -26,6 +27,7 @@ from turnbon_graph.bench.running.runs import (
     read_episodes,
 )
 from turnbon_graph.bench.stats import metrics
+from turnbon_graph.bench.stats.decomposition import exploration, single_sample
 from turnbon_graph.errors import ConfigurationError
 
 REPORT_FILE = "report.md"
@@ -106,6 +108,13 @@ def _strategy_plots(
         written[report_strategies.TOKENS_PLOT] = strategy_plots.plot_pass_against_spend(
             points, out / f"{report_strategies.TOKENS_PLOT}.png", unit=unit
         )
+        single = single_sample(groups)
+        splits = {s: exploration(groups[s], single) for s in present}
+        task_points = {s: split.points for s, split in splits.items() if split is not None}
+        if any(p.h is not None and p.rho_v is not None for ps in task_points.values() for p in ps):
+            written[HEADROOM_PLOT] = strategy_plots.plot_headroom_against_rho(
+                task_points, out / f"{HEADROOM_PLOT}.png"
+            )
     if tree_file is not None:
         name = f"{tree_file.parent.name}/{tree_file.stem}"
         written[report_strategies.TREE_PLOT] = strategy_plots.plot_tree(
@@ -148,8 +157,10 @@ def setting_order(results: Iterable[EpisodeResult], settings: RunSettings | None
     first), then any others found in the episodes."""
     keys: dict[str, tuple[int, int, str]] = {}
     if settings is not None:
+        specs = settings.specs
         for setting in settings.settings():
-            at = settings.specs.index(setting.strategy)
+            # The N=1 baseline a search run adds is none of its strategies: it goes first.
+            at = specs.index(setting.strategy) if setting.strategy in specs else -1
             keys[setting.label] = (at, setting.n, setting.label)
     for result in results:
         keys.setdefault(result.setting, (10**6, result.n, result.setting))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from turnbon_graph.bench.attempt import run_episode
+from turnbon_graph.bench.draws import seeded_engine
 from turnbon_graph.bench.environment import Environment, TaskSpec, chosen_tasks
 from turnbon_graph.bench.metering.budget import Estimates
 from turnbon_graph.bench.running.progress import Progress
@@ -63,6 +64,9 @@ class BenchConfig:
     strategies: list[StrategySpec] | None = None
     """Several strategies (or one at several token budgets) in one run, each a setting
     with every N (particle: N=1 only; `runs.settings_of`); None: `strategy` alone."""
+    single_sample: bool = False
+    """Also run plain bon at N=1 (when no strategy does): the baseline of the search
+    decomposition's mu and h (`stats.decomposition`)."""
     value_kwargs: dict[str, Any] | None = None
     """The value model's connection (api_base, api_key, ...); None: the generator's
     endpoint when the value model is the generator's, else LiteLLM's own."""
@@ -95,7 +99,7 @@ class BenchConfig:
         specs = strategy_list(self.strategies, self.strategy)
         for spec in specs:
             strategy_kind(spec.name)  # registered, or a clear error
-        return settings_of(specs, self.n_values, strict=True)
+        return settings_of(specs, self.n_values, strict=True, single_sample=self.single_sample)
 
 
 Todo = tuple[TaskSpec, int, Setting]
@@ -136,6 +140,7 @@ def plan_run(
         # One strategy is kept as it always was (plain bon: none); several as a list.
         strategy=one if one is not None and one.searches else None,
         strategies=specs if one is None else None,
+        single_sample=config.single_sample or None,
     )
     _prepare(run_dir, settings)
     done = {
@@ -193,6 +198,7 @@ async def run_setting_episode(
     kind = strategy_kind(setting.strategy.name)
     if kind.selector is not None:
         engine = with_selector(engine, kind.selector)
+    engine = seeded_engine(engine, task.id, trial)  # common random numbers across settings
     if setting.search is not None:
         return await run_search_episode(
             environment,

@@ -57,6 +57,9 @@ class RunSettings(BaseModel):
     strategies: list[StrategySpec] | None = None
     """A run of several strategies (or token budgets), each a setting with every N
     (`settings_of`); None: the one of `strategy`."""
+    single_sample: bool | None = None
+    """True: the run also has plain bon at N=1 (`turnbon bench --single-sample`), the
+    decomposition's baseline; None: not asked for (runs made before too)."""
 
     @property
     def specs(self) -> list[StrategySpec]:
@@ -65,7 +68,7 @@ class RunSettings(BaseModel):
 
     def settings(self) -> list[Setting]:
         """The run's settings, in the order it runs and reports them."""
-        return settings_of(self.specs, self.n_values)
+        return settings_of(self.specs, self.n_values, single_sample=bool(self.single_sample))
 
 
 class Worker(BaseModel):
@@ -167,10 +170,16 @@ def strategy_list(
 
 
 def settings_of(
-    strategies: Sequence[StrategySpec], n_values: Sequence[int], *, strict: bool = False
+    strategies: Sequence[StrategySpec],
+    n_values: Sequence[int],
+    *,
+    strict: bool = False,
+    single_sample: bool = False,
 ) -> list[Setting]:
     """A setting per strategy and N, strategy by strategy: a strategy that runs at one N
-    only (particle filtering: N=1, `registry.StrategyKind.n`) at that one. When the
+    only (particle filtering: N=1, `registry.StrategyKind.n`) at that one. With
+    `single_sample`, plain bon at N=1 comes first (when no strategy makes it): the
+    baseline the search decomposition's mu is measured on (`stats.decomposition`). When the
     strategies' token budgets differ, each label ends in its budget (`beam W=2 N=2
     budget=4000`); the labels of a run of one budget are as they always were.
 
@@ -194,6 +203,9 @@ def settings_of(
                     "agreement, N, budget and a value function that is no model, so run "
                     "settings that differ otherwise in runs of their own"
                 )
+    bon = StrategySpec()
+    if single_sample and bon.label(1) not in settings:
+        settings = {bon.label(1): Setting(bon, 1, bon.label(1)), **settings}
     return list(settings.values())
 
 

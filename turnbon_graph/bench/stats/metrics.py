@@ -1,27 +1,26 @@
 """The paper's measurements as plain functions over episode results.
 
 pass@k by the unbiased estimator, consistency (solved in all k of n trials), mean pass
-rate, outcome shares (Table 2), the cost table relative to the baseline (Table 1), the
-exploration/exploitation split of a setting's searches (oracle, realised, h, rho_v, as
-"Test-Time Scaling in the Wild" reports them per family), and a paired bootstrap over
-tasks for comparing two settings. Notebooks and `turnbon report` use the same code.
+rate, outcome shares (Table 2), the cost table relative to the baseline (Table 1), and a
+paired bootstrap over tasks for comparing two settings (the exploration/exploitation
+decomposition is `decomposition`). Notebooks and `turnbon report` use the same code.
 """
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from math import comb
-from typing import get_args
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from turnbon_graph.analysis.rollouts.statistics import headroom, spearman
 from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.bench.running.runs import EpisodeResult
 from turnbon_graph.bench.stats.bootstrap import BootstrapResult as BootstrapResult
 from turnbon_graph.bench.stats.bootstrap import bootstrap_differences as bootstrap_differences
-from turnbon_graph.bench.strategies.record import Leaf
 from turnbon_graph.records import Usage
 
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
@@ -297,103 +296,6 @@ def _n_of(setting: str) -> tuple[int, str]:
     )
 
 
-class Exploration(BaseModel):
-    """A setting's exploration/exploitation split over its episodes' verified leaves (the
-    trajectories that finished, each judged by the verifier): is a passing trajectory
-    among them (oracle), is it the one chosen (realised), and does the value model rank
-    them as the verifier does (rho_v)."""
-
-    episodes: int
-    """Episodes with at least one verified leaf."""
-    leaves: int
-    """Verified leaves in all."""
-    oracle: float | None = None
-    """The share of episodes in which some leaf passed."""
-    realised: float | None = None
-    """The share of episodes whose chosen leaf passed."""
-    mu: float | None = None
-    """The mean pass rate of an episode's leaves (a uniformly random pick), averaged."""
-    h: float | None = None
-    """Headroom capture (realised - mu) / (oracle - mu), averaged over the episodes where
-    it is defined (some leaf passed and some failed)."""
-    h_episodes: int = 0
-    """Episodes `h` is averaged over."""
-    rho_v: float | None = None
-    """Spearman between the leaves' values and their verdicts, over every scored and
-    verified leaf of the setting; None with fewer than two, or no spread on a side."""
-    rho_pairs: int = 0
-    """(value, verdict) pairs `rho_v` is computed over."""
-    verify_s: float | None = None
-    """Mean verifier seconds per episode spent on its leaves other than the chosen one."""
-
-
-def leaves_of(result: EpisodeResult) -> list[Leaf] | None:
-    """The episode's leaves: a search's as recorded; a plain bon attempt's one trajectory,
-    when the verifier judged it; None when unknown (a search row written before leaves
-    were recorded).
-
-    Args:
-        result: one episode's result.
-
-    Returns:
-        The leaves, an empty list for an attempt the verifier did not judge, or None.
-    """
-    if result.search is not None:
-        return result.search.leaves
-    if result.strategy is not None and result.strategy.searches:
-        return None
-    if result.outcome not in ("pass", "wrong_submission"):
-        return []
-    return [Leaf(node="", passed=result.passed, ended="final answer", chosen=True)]
-
-
-def exploration(results: Iterable[EpisodeResult]) -> Exploration | None:
-    """The split over `results` (one setting's episodes).
-
-    Args:
-        results: one setting's episode results.
-
-    Returns:
-        The split, or None when none of them recorded its leaves.
-    """
-    known = [(r, leaves) for r in results if (leaves := leaves_of(r)) is not None]
-    if not known:
-        return None
-    oracle, realised, mu, h = [], [], [], []
-    pairs: list[tuple[float, float]] = []
-    for _, leaves in known:
-        judged = [(leaf, float(leaf.passed)) for leaf in leaves if leaf.passed is not None]
-        if not judged:
-            continue
-        best = max(quality for _, quality in judged)
-        mean = sum(quality for _, quality in judged) / len(judged)
-        chosen = next((quality for leaf, quality in judged if leaf.chosen), None)
-        oracle.append(best)
-        mu.append(mean)
-        if chosen is not None:
-            realised.append(chosen)
-        if (captured := headroom(chosen, best, mean)) is not None:
-            h.append(captured)
-        pairs += [(leaf.value, quality) for leaf, quality in judged if leaf.value is not None]
-    searched = [r.search for r, _ in known if r.search is not None]
-    return Exploration(
-        episodes=len(oracle),
-        leaves=sum(1 for _, ls in known for leaf in ls if leaf.passed is not None),
-        oracle=_mean(oracle),
-        realised=_mean(realised),
-        mu=_mean(mu),
-        h=_mean(h),
-        h_episodes=len(h),
-        rho_v=spearman([v for v, _ in pairs], [p for _, p in pairs]),
-        rho_pairs=len(pairs),
-        verify_s=_mean([s.verify_s for s in searched]),
-    )
-
-
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 class PairedComparison(BootstrapResult):
     """Setting B minus setting A in mean pass rate, paired by task, with a bootstrap."""
 
@@ -444,3 +346,19 @@ def paired_bootstrap(
         b=b_list[0].setting if b_list else "",
         **result.model_dump(),
     )
+
+
+DECOMPOSITION_NAMES = ("Exploration", "exploration", "leaves_of")
+"""Names that moved to `decomposition`, still found here for one minor version."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in DECOMPOSITION_NAMES:
+        new = "turnbon_graph.bench.stats.decomposition"
+        warnings.warn(
+            f"{__name__}.{name} moved to {new}.{name}; import it from there",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(new), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

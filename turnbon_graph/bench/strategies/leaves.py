@@ -2,7 +2,7 @@
 verified (its verdict is the episode's outcome), every other finished leaf is verified
 too, before the environments close, and each leaf is kept with its value and verdict
 (`record.Leaf`). The verifier's time on them is recorded apart: it costs no model tokens
-and is none of the agent's time. From the leaves, `metrics.exploration` gives oracle
+and is none of the agent's time. From the leaves, `decomposition.exploration` gives oracle
 (the best leaf), realised (the chosen one), h and rho_v per setting."""
 
 from __future__ import annotations

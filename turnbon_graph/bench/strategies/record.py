@@ -1,7 +1,7 @@
 """What a search adds to its episode's row (`runs.EpisodeResult.search`): what it spent
 in its budget's unit and by kind, the value model's failures, and every finished leaf
 with its value and the verifier's verdict (the exploration/exploitation split:
-`metrics.exploration`)."""
+`decomposition.exploration`)."""
 
 from __future__ import annotations
 

@@ -77,6 +77,13 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
         + f" (choose from {', '.join(strategy_names())})",
     )
     parser.add_argument(
+        "--single-sample",
+        action="store_true",
+        help="also run plain bon at N=1 (when no --strategy and -n make it): the "
+        "single-sample baseline the report's exploration/exploitation decomposition "
+        "measures mu and h against",
+    )
+    parser.add_argument(
         "--width",
         type=at_most(MAX_WIDTH, "a search keeps (a turn makes up to W x N forks)"),
         metavar="W",
