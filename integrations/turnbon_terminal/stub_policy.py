@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 import shlex
@@ -54,6 +55,10 @@ GIVE_UP = "I looked around and believe nothing more is needed."
 _BLOCK = re.compile(r'<candidate index="(\d+)"[^>]*>\n(.*?)\n</candidate>', re.DOTALL)
 _TRANSCRIPT = re.compile(r"<transcript>\n(.*?)\n</transcript>", re.DOTALL)
 VALUE_DONE, VALUE_SOLVED, VALUE_LOOKING, VALUE_GAVE_UP = 10.0, 8.0, 3.0, 1.0
+ANSWER_TOKENS = 7
+"""Completion tokens of every answer (a candidate, a selector's pick, a value)."""
+CHARS_PER_TOKEN = 4
+"""Characters of a request's JSON billed as one prompt token."""
 
 
 @runtime_checkable
@@ -112,28 +117,29 @@ class StubPolicy:
         from turnbon_graph.bench.values.value import is_value_request
         from turnbon_graph.testing import is_selector_request
 
-        messages = (request.body or {}).get("messages") or []
-        if is_value_request(messages):
-            return self._value(messages)
-        if is_selector_request(request):
-            return self._select(messages)
         body = request.body or {}
-        return self._generate(messages, int(body.get("n") or 1), body.get("seed"))
+        messages = body.get("messages") or []
+        if is_value_request(messages):
+            reply = self._value(messages)
+        elif is_selector_request(request):
+            reply = self._select(messages)
+        else:
+            reply = self._generate(messages, int(body.get("n") or 1), body.get("seed"))
+        return billed(reply, body)
 
     # ------------------------------------------------------------------ generator
 
     def _generate(
         self, messages: list[dict[str, Any]], n: int, seed: int | None = None
     ) -> dict[str, Any]:
-        """`n` independent draws in one reply, as an endpoint honouring `n` gives them:
-        the prompt counted once, each choice's completion tokens added."""
+        """`n` independent draws in one reply, as an endpoint honouring `n` gives them
+        (billed once for the prompt, each choice's answer added: `billed`)."""
         from turnbon_graph.testing import chat_completion, choice
 
         choices = [
             choice(*self._draw(messages, self._rng(messages, seed, k)), index=k) for k in range(n)
         ]
-        usage = {"prompt_tokens": 11, "completion_tokens": 7 * n, "total_tokens": 11 + 7 * n}
-        return chat_completion(choices=choices, usage=usage)
+        return chat_completion(choices=choices)
 
     def _draw(
         self, messages: list[dict[str, Any]], rng: random.Random
@@ -247,6 +253,41 @@ class StubPolicy:
         calls = [(c.get("name"), c.get("args")) for c in action.get("tool_calls") or []]
         key = json.dumps([action.get("content"), calls], sort_keys=True, default=str)
         return hashlib.sha256(f"{self.seed}|{key}".encode()).hexdigest()
+
+
+def billed(reply: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """`reply` as a model bills it: the prompt counted from the request (a token per
+    `CHARS_PER_TOKEN` characters of its messages and tools, once for all its choices),
+    each choice `ANSWER_TOKENS`; a `max_tokens` below that cuts the answer off there
+    (finish reason `length`, its text and tool calls lost), so a budget's clamp binds.
+
+    Args:
+        reply: a chat.completion body of the policy's choices.
+        body: the request it answers.
+
+    Returns:
+        `reply`, cut where the request's cap says, with its usage.
+    """
+    from turnbon_graph.bench.metering.budget import request_chars
+
+    prompt = math.ceil(
+        request_chars(body.get("messages") or [], body.get("tools")) / CHARS_PER_TOKEN
+    )
+    caps = [body.get(key) for key in ("max_tokens", "max_completion_tokens")]
+    cap = min((int(c) for c in caps if c is not None), default=ANSWER_TOKENS)
+    completion = 0
+    for entry in reply["choices"]:
+        if cap < ANSWER_TOKENS:
+            entry["message"]["content"] = ""
+            entry["message"].pop("tool_calls", None)
+            entry["finish_reason"] = "length"
+        completion += min(cap, ANSWER_TOKENS)
+    reply["usage"] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    return reply
 
 
 def stub_policy(

@@ -24,6 +24,7 @@ from turnbon_graph.testing import (
     tool_call,
 )
 from turnbon_terminal import TerminalEnvironment, stub_policy
+from turnbon_terminal.stub_policy import billed
 
 TASKS = ["largest-file", "greet-script"]
 FATES = {"kept", "pruned", "held", "chosen"}
@@ -134,13 +135,15 @@ def test_beam_passes_at_least_as_often_as_bon_at_the_same_n(tmp_path: Path) -> N
 
 
 def stub_tokens(requests: list[CapturedRequest]) -> int:
-    """What the stub policy billed: a generator call 11 prompt + 7 a choice, any other
-    (selector, value) 11 + 7."""
+    """What the stub policy billed for `requests` (`stub_policy.billed`, held to a hand
+    count in tests/unit_tests/test_terminal_stub_policy.py): the prompt of each request,
+    and an answer per choice (the generator's `n`, one for a selector or value call)."""
     total = 0
     for request in requests:
         body = request.body or {}
-        generator = not is_selector_request(request)
-        total += 11 + 7 * (int(body.get("n") or 1) if generator else 1)
+        answers = int(body.get("n") or 1) if not is_selector_request(request) else 1
+        reply = chat_completion(choices=[choice("x", index=k) for k in range(answers)])
+        total += billed(reply, body)["usage"]["total_tokens"]
     return total
 
 

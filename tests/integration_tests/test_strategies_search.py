@@ -40,12 +40,12 @@ def solution(env: TerminalEnvironment, task: str) -> str:
     return read_task_text(found.solution_script)
 
 
-def give_up_or_look(env: TerminalEnvironment) -> Callable[[CapturedRequest], dict[str, Any]]:
-    """greet-script: at the start one candidate gives up and one lists the folder; after
-    the listing, the solution; after it, "Done.". The stub policy plays the value model:
-    a give-up scores 1, a look 3, the solution 8, "Done." after it 10."""
+def scripted(
+    env: TerminalEnvironment, replies: Callable[[int, int], list[dict[str, Any]]]
+) -> Callable[[CapturedRequest], dict[str, Any]]:
+    """A generator answering `replies(tool results so far, n)` (the first n of them);
+    the stub policy plays the value model."""
     policy = stub_policy(env)
-    solved = solution(env, "greet-script")
 
     def respond(request: CapturedRequest) -> dict[str, Any]:
         body = request.body or {}
@@ -54,15 +54,26 @@ def give_up_or_look(env: TerminalEnvironment) -> Callable[[CapturedRequest], dic
             return policy(request)
         n = int(body.get("n") or 1)
         ran = sum(1 for m in messages if m.get("role") == "tool")
-        if ran == 0:
-            replies = [choice(GIVE_UP), choice(None, [tool_call("shell", {"command": "ls"})])]
-        elif ran == 1:
-            replies = [choice(None, [tool_call("shell", {"command": solved})])] * n
-        else:
-            replies = [choice("Done.")] * n
-        return chat_completion(choices=[{**c, "index": k} for k, c in enumerate(replies[:n])])
+        shown = replies(ran, n)[:n]
+        return chat_completion(choices=[{**c, "index": k} for k, c in enumerate(shown)])
 
     return respond
+
+
+def give_up_or_look(env: TerminalEnvironment) -> Callable[[CapturedRequest], dict[str, Any]]:
+    """greet-script: at the start one candidate gives up and one lists the folder; after
+    the listing, the solution; after it, "Done.". The stub policy plays the value model:
+    a give-up scores 1, a look 3, the solution 8, "Done." after it 10."""
+    solved = solution(env, "greet-script")
+
+    def replies(ran: int, n: int) -> list[dict[str, Any]]:
+        if ran == 0:
+            return [choice(GIVE_UP), choice(None, [tool_call("shell", {"command": "ls"})])]
+        if ran == 1:
+            return [choice(None, [tool_call("shell", {"command": solved})])] * n
+        return [choice("Done.")] * n
+
+    return scripted(env, replies)
 
 
 async def test_beam_never_lets_a_finished_low_valued_path_evict_a_better_live_one(
@@ -251,3 +262,31 @@ def test_leaves_are_in_the_tree_file_as_verified(tmp_path: Path) -> None:
         chosen = [leaf for leaf in row.search.leaves if leaf.chosen]
         assert len(chosen) == 1 and chosen[0].passed == (row.outcome == "pass")
         assert json.loads(json.dumps(row.search.model_dump()))["leaves"]
+
+
+def three_to_one(env: TerminalEnvironment) -> Callable[[CapturedRequest], dict[str, Any]]:
+    """greet-script: at the start three candidates list the folder and one prints it;
+    after either, "Done."; the stub policy values them."""
+
+    def replies(ran: int, n: int) -> list[dict[str, Any]]:
+        if ran == 0:
+            commands = ["ls", "ls", "pwd", "ls"]
+            return [choice(None, [tool_call("shell", {"command": c})]) for c in commands]
+        return [choice("Done.")] * n
+
+    return scripted(env, replies)
+
+
+async def test_particle_keeps_a_particle_per_proposal_duplicates_weighted(
+    stub: StubServer, tmp_path: Path
+) -> None:
+    """Four particles at the start, three proposing `ls`: it runs once, as one particle
+    standing for three (the tree says so), not merged into one of equal weight."""
+    env = TerminalEnvironment()
+    stub.script(three_to_one(env))
+    row, run = await one_episode(stub, tmp_path, StrategySpec(name="particle", width=4))
+    nodes = tree(run, row)
+    check_tree(nodes)
+    first = {n["action"]: n for n in nodes if n["turn"] == 1}
+    assert {a: n["proposed"] for a, n in first.items()} == {"shell: ls": 3, "shell: pwd": 1}
+    assert sum(n["copies"] or 0 for n in first.values()) == 4  # W draws from the two

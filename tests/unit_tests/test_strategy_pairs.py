@@ -12,6 +12,7 @@ from turnbon_graph.bench.report.pairs import TITLE, pairs_section
 from turnbon_graph.bench.running.runs import EpisodeResult
 from turnbon_graph.bench.stats.bootstrap import holm
 from turnbon_graph.bench.stats.pairs import all_pairs
+from turnbon_graph.bench.strategies.record import SearchRecord
 from turnbon_graph.bench.strategies.spec import StrategySpec
 
 
@@ -34,9 +35,9 @@ def test_holm_controls_the_family_wise_error_rate_under_the_null() -> None:
 
 
 def rows(
-    setting: str, passes: list[int], budget: int | None, name: str = "beam"
+    setting: str, passes: list[int], budget: int | None, name: str = "beam", spent: float = 0
 ) -> list[EpisodeResult]:
-    """One episode per task, passing where `passes` says."""
+    """One episode per task, passing where `passes` says, each spending `spent` tokens."""
     spec = StrategySpec(name=name, token_budget=budget)
     return [
         EpisodeResult(
@@ -48,6 +49,7 @@ def rows(
             turns=1,
             duration_s=1.0,
             strategy=spec,
+            search=SearchRecord(spent=spent),
         )
         for k, passed in enumerate(passes)
     ]
@@ -91,6 +93,27 @@ def test_the_report_tables_every_pair_with_its_adjusted_p() -> None:
     assert table[0].startswith("| Budget | A | B | B - A | 95% CI | p-value | Holm p |")
     assert len(table) == 2 + 3  # header, rule, three pairs
     assert f"| {DASH} | a | b | -100.0 pp |" in table[2]
-    assert table[2].endswith("| 0.0078 | 0.0234 | yes | 8 |")
-    assert "2 of 3 pairs differ" in "\n".join(lines)
+    # Every task 100 points apart: the fewest tasks the exact test needs, 6.
+    assert table[2].endswith("| 0.0078 | 0.0234 | 1.00\u00d7 | yes | 8 | 6 |")
+    assert "3 of 3 pairs spent alike; 2 differ" in "\n".join(lines)
     assert pairs_section(["a"], {"a": groups["a"]}, 100, 0) == []  # nothing to pair
+
+
+def test_a_pair_that_did_not_spend_alike_is_shown_but_never_called_different() -> None:
+    """At one cap, b spent 130 tokens an episode where a spent 100 (1.30x: outside
+    1 +/- 0.25) and c 120 (1.20x: inside). a against b is left out of the adjusted family
+    and not significant however its tasks differ; the two others are adjusted as two."""
+    groups = {
+        "a": rows("a", [1] * 12, 2000, spent=100),
+        "b": rows("b", [0] * 12, 2000, "particle", spent=130),
+        "c": rows("c", [0] * 12, 2000, "bon", spent=120),
+    }
+    ab, ac, bc = all_pairs(list(groups), groups, resamples=500, seed=1)
+    assert ab.spend_ratio == pytest.approx(1.3) and not ab.matched
+    assert ab.adjusted is None and not ab.significant
+    assert ab.result is not None and ab.result.p_value == pytest.approx(2 / 2**12)
+    assert ac.spend_ratio == pytest.approx(1.2) and ac.matched and ac.significant
+    assert ac.adjusted == pytest.approx(2 * 2 / 2**12)  # a family of two
+    assert bc.spend_ratio == pytest.approx(120 / 130) and bc.matched
+    table = [line for line in pairs_section(list(groups), groups, 500, 1) if line.startswith("| ")]
+    assert f"| {DASH} | 1.30\u00d7 | not matched |" in table[2]

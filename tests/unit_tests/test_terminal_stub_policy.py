@@ -134,3 +134,27 @@ def test_best_of_four_solves_clearly_more_often_than_one_sample() -> None:
     assert 0.35 < rates[1] < 0.7, rates
     assert rates[4] > 0.8, rates
     assert rates[4] - rates[1] > 0.25, rates
+
+
+def test_it_bills_the_prompt_it_was_sent_and_honours_max_tokens() -> None:
+    policy = stub_policy(TASKS)
+    task = TASKS[0]
+    messages = [{"role": "user", "content": task.instruction_text}]
+    tools = [{"type": "function", "function": {"name": "shell", "parameters": {}}}]
+    size = len(json.dumps(messages)) + len(json.dumps(tools))
+    body = {"messages": messages, "tools": tools, "n": 3, "seed": 1}
+    free = policy(CapturedRequest("/v1/chat/completions", {}, body, 0.0))
+    assert free["usage"] == {
+        "prompt_tokens": -(-size // 4),  # a token per 4 characters, rounded up
+        "completion_tokens": 3 * 7,
+        "total_tokens": -(-size // 4) + 21,
+    }
+    assert all(c["finish_reason"] != "length" for c in free["choices"])
+    capped = policy(CapturedRequest("/v1/chat/completions", {}, {**body, "max_tokens": 2}, 0.0))
+    assert capped["usage"]["completion_tokens"] == 3 * 2  # cut off at the cap
+    for entry in capped["choices"]:
+        assert entry["finish_reason"] == "length" and entry["message"]["content"] == ""
+        assert "tool_calls" not in entry["message"]
+    longer = {**body, "messages": [*messages, {"role": "user", "content": "x" * 400}]}
+    grown = policy(CapturedRequest("/v1/chat/completions", {}, longer, 0.0))
+    assert grown["usage"]["prompt_tokens"] > free["usage"]["prompt_tokens"] + 90

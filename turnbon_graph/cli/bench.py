@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from itertools import product
 from typing import TYPE_CHECKING, Any
 
 from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP
@@ -93,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             strategy=strategies[0] if len(strategies) == 1 else None,
             strategies=strategies if len(strategies) > 1 else None,
             single_sample=args.single_sample,
+            estimates_file=args.estimates,
             value_kwargs=value_kwargs,
         )
         refuse_other_settings(run_dir, [s.label for s in config.settings])
@@ -148,10 +150,12 @@ def fixed_n(strategies: list[Any], n_values: list[int]) -> list[int]:
 def strategy_of(
     args: argparse.Namespace, link: dict[str, Any]
 ) -> tuple[list[Any], dict[str, Any] | None]:
-    """The strategy flags as `StrategySpec`s, one per strategy and token budget (each a
-    setting of the run, with every N), and the value model's connection: the stub's for
-    `--value stub` (only with --model stub, whose server it is). A strategy's flag goes to
-    the strategies it applies to; one that applies to none of them is refused."""
+    """The strategy flags as `StrategySpec`s, one per strategy, width, resampling
+    temperature and token budget (each a setting of the run, with every N; a width or a
+    temperature only for the strategies that take one), and the value model's connection:
+    the stub's for `--value stub` (only with --model stub, whose server it is). A
+    strategy's flag goes to the strategies it applies to; one that applies to none of them
+    is refused."""
     from pydantic import ValidationError
 
     from turnbon_graph.bench.strategies.registry import strategy_kind
@@ -171,8 +175,9 @@ def strategy_of(
             "--token-budget, or drop --budget-unit"
         )
     value, value_kwargs = value_of(args, link)
+    widths = list(dict.fromkeys(args.width or [None]))
     given = {
-        "width": args.width,
+        "width": widths[0],
         "value": value,
         "rubric": args.value_rubric,
         "horizon": args.horizon,
@@ -193,16 +198,23 @@ def strategy_of(
             if not any(applies(flag, name) for name in names):
                 # the first strategy's check says which strategies it applies to
                 StrategySpec.model_validate({"name": names[0], flag: given[flag]})
+        temperatures = list(dict.fromkeys(args.value_temperature))
         for name in names:
             own = {flag: v for flag, v in given.items() if applies(flag, name)}
-            for budget in dict.fromkeys(args.token_budget or [None]):
+            kind = strategy_kind(name)
+            swept = product(
+                widths if "width" in own else [own.get("width")],
+                temperatures if kind.resamples else [temperatures[0]],
+                dict.fromkeys(args.token_budget or [None]),
+            )
+            for width, temperature, budget in swept:
                 specs.append(
                     StrategySpec(
                         name=name,
-                        value_temperature=args.value_temperature,
+                        value_temperature=temperature,
                         token_budget=budget,
                         budget_unit=args.budget_unit,
-                        **own,
+                        **{**own, "width": width} if width is not None else own,
                     )
                 )
     except ValidationError as exc:  # a flag of another strategy: the message says which

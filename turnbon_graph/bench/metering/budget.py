@@ -3,7 +3,8 @@ counts (`--budget-unit`: prompt plus completion tokens, completion tokens, or do
 and what its next calls may spend.
 
 Steps are planned on estimates learned from the calls already made in the run
-(`Estimates`, shared by its episodes): prompt tokens per character of each kind of
+(`Estimates`, shared by the episodes of a setting, kept in the run folder: `stored`), or
+frozen from a pilot run's: prompt tokens per character of each kind of
 request, from the first prompt (counted by the model's tokenizer) until a call of the
 kind came back; completion tokens per answer, the 90th percentile of the recent answers
 (none before the first answer); and the characters a step adds to a trajectory. No fixed
@@ -76,6 +77,9 @@ class Estimates:
     ratios: dict[str, list[float]] = field(default_factory=dict)
     completions: dict[str, list[float]] = field(default_factory=dict)
     steps: list[float] = field(default_factory=list)
+    frozen: bool = False
+    """Taken from a pilot run (`turnbon bench --estimates`) and never learned from: the
+    setting's episodes then plan alike in whatever order they finish."""
 
     def ratio(self, kind: Kind) -> float:
         """Prompt tokens per character of a request of `kind`: its own once seen, else
@@ -101,6 +105,8 @@ class Estimates:
     def learn(self, kind: Kind, usage: Usage, size: int, answers: int) -> None:
         """A call (or calls) of `kind` on a request of `size` characters came back with
         `answers` completions and `usage`."""
+        if self.frozen:
+            return
         key = estimated_as(kind)
         if size > 0 and usage.prompt_tokens:
             ratio = usage.prompt_tokens / max(usage.calls, 1) / size
@@ -110,7 +116,8 @@ class Estimates:
 
     def grew(self, size: int) -> None:
         """A step added `size` characters to a trajectory."""
-        remember(self.steps, size)
+        if not self.frozen:
+            remember(self.steps, size)
 
 
 @dataclass

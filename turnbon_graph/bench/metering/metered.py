@@ -2,8 +2,10 @@
 episode's ledger by kind (generator, selector, value, rollout), teaches the run's
 estimates what it cost, and under a budget clamps its `max_tokens` to what its share of
 what is left affords (`budget.Ledger.allowance`), or refuses it when not even its prompt
-fits. `metered_engine` and `metered_selector` put one under a search's generator and
-selector; the value model is given one (`search_episode.value_model`)."""
+fits. A call whose every answer the clamp cut off is spent and counted, then ends as
+refused too: what the budget left could not buy an answer. `metered_engine` and
+`metered_selector` put one under a search's generator and selector; the value model is
+given one (`search_episode.value_model`)."""
 
 from __future__ import annotations
 
@@ -50,21 +52,37 @@ class MeteredClient:
                         f"{REFUSED}: its prompt alone is estimated at {prompt:.6g} of the "
                         f"{allowance:.6g} it may spend ({ledger.meter.unit})"
                     )
-                clamp(kwargs, cap)
+                clamped = clamp(kwargs, cap)
                 result = await self.inner.complete(**kwargs)
             finally:
                 ledger.release(allowance)
+            if clamped and cut_off(result):  # the budget's doing, not the model's
+                ledger.add(kind, result.usage, size, answers)
+                ledger.refused += 1
+                raise BudgetRefused(
+                    f"{REFUSED}: every answer was cut off at the {cap} tokens it had left"
+                )
         ledger.add(kind, result.usage, size, answers)
         return result
 
 
-def clamp(kwargs: dict[str, Any], cap: int) -> None:
-    """Lowers the call's own answer cap to `cap`, or sets `max_tokens` when it has none."""
+def clamp(kwargs: dict[str, Any], cap: int) -> bool:
+    """Lowers the call's own answer cap to `cap`, or sets `max_tokens` when it has none;
+    whether `cap` is now what bounds the answers (the call's own cap was not lower)."""
     given = [key for key in MAX_TOKEN_KEYS if kwargs.get(key)]
+    lowered = not given or any(int(kwargs[key]) > cap for key in given)
     for key in given:
         kwargs[key] = min(int(kwargs[key]), cap)
     if not given:
         kwargs["max_tokens"] = cap
+    return lowered
+
+
+def cut_off(result: CallResult) -> bool:
+    """Whether every answer of the call stopped at its token cap (finish reason
+    `length`)."""
+    choices = getattr(result.response, "choices", None) or []
+    return bool(choices) and all(getattr(c, "finish_reason", None) == "length" for c in choices)
 
 
 def metered_selector(selector: Any, ledger: Ledger) -> tuple[Any, bool]:

@@ -76,9 +76,9 @@ def number(value: float | None, digits: int = 1, *, signed: bool = False) -> str
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def ratio(value: float | None) -> str:
-    """A ratio with one decimal and a times sign; a dash for None."""
-    return DASH if value is None else f"{value:.1f}{TIMES}"
+def ratio(value: float | None, digits: int = 1) -> str:
+    """A ratio with `digits` decimals (one by default) and a times sign; a dash for None."""
+    return DASH if value is None else f"{value:.{digits}f}{TIMES}"
 
 
 def tokens(count: float) -> str:
@@ -90,3 +90,17 @@ def tokens(count: float) -> str:
     if count >= 1e3:
         return f"{count / 1e3:.1f}K"
     return f"{count:.0f}"
+
+
+NEEDED_HEADER = "Tasks for 80% power"
+NEEDED_EXPLAINED = (
+    "Tasks for 80% power: about how many tasks a difference of the observed size (and "
+    "spread over tasks) needs to be found significant at 0.05 four times in five (the "
+    "normal approximation, at least 6: below that the exact test cannot reach 0.05); "
+    f"{DASH} where the difference is 0."
+)
+
+
+def needed(tasks: int | None) -> str:
+    """The tasks-needed cell: the count, or the dash where there is nothing to find."""
+    return DASH if tasks is None else f"{tasks:,}"

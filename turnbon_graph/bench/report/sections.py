@@ -10,9 +10,12 @@ from statistics import median
 
 from turnbon_graph.bench.report.format import (
     DASH,
+    NEEDED_EXPLAINED,
+    NEEDED_HEADER,
     cell,
     image,
     interval,
+    needed,
     p_value,
     pct,
     pp,
@@ -293,7 +296,7 @@ def comparison(
                 groups[baseline], groups[setting], resamples=resamples, seed=seed
             )
         except ValueError:
-            rows.append((setting, DASH, "no task in common with the baseline", DASH, "0"))
+            rows.append((setting, DASH, "no task in common with the baseline", DASH, "0", DASH))
             continue
         rows.append(
             (
@@ -302,6 +305,7 @@ def comparison(
                 interval(c.ci_low, c.ci_high),
                 p_value(c.p_value),
                 str(c.tasks),
+                needed(c.tasks_needed),
             )
         )
     return [
@@ -309,9 +313,9 @@ def comparison(
         f"Mean pass rate of each setting minus `{baseline}`'s, in percentage points, over the "
         f"tasks both ran: its 95% interval from {resamples:,} resamples of tasks with "
         f"replacement (seed {seed}), and the two-sided p-value of the exact sign-flip test "
-        "over tasks (fewer than 6 tasks can never reach 0.05).",
+        f"over tasks (fewer than 6 tasks can never reach 0.05). {NEEDED_EXPLAINED}",
         "",
-        *table(["Setting", "Difference", "95% CI", "p-value", "Tasks"], rows),
+        *table(["Setting", "Difference", "95% CI", "p-value", "Tasks", NEEDED_HEADER], rows),
         "",
     ]
 

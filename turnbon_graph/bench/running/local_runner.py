@@ -17,6 +17,7 @@ from turnbon_graph.bench.running.plan import (
     plan_run,
     record_episode,
     run_setting_episode,
+    save_estimates,
 )
 from turnbon_graph.bench.running.progress import Progress
 from turnbon_graph.bench.running.runs import EpisodeResult, Setting, read_episodes
@@ -45,6 +46,7 @@ async def run_locally(
             )
         async with lock:
             record_episode(run_dir, result, bar)
+            await save_estimates(run_dir, config)
 
     try:
         await asyncio.gather(*(one(*episode) for episode in plan.todo))

@@ -9,6 +9,7 @@ runner plan, run and record through here, so they write the same run folder.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,13 @@ from turnbon_graph.bench.attempt import run_episode
 from turnbon_graph.bench.draws import seeded_engine
 from turnbon_graph.bench.environment import Environment, TaskSpec, chosen_tasks
 from turnbon_graph.bench.metering.budget import Estimates
+from turnbon_graph.bench.metering.stored import (
+    ESTIMATES_FILE,
+    dump_estimates,
+    frozen_for,
+    read_estimates,
+    write_estimates,
+)
 from turnbon_graph.bench.running.progress import Progress
 from turnbon_graph.bench.running.runs import (
     EPISODES_FILE,
@@ -75,6 +83,11 @@ class BenchConfig:
     by that setting's episodes alone (`estimates_for`): what a search under a token
     budget plans its steps on, so a setting's spend never depends on which other settings
     share its run (on Ray, each worker learns its own)."""
+
+    estimates_file: Path | None = None
+    """A pilot run's `estimates.json` (`turnbon bench --estimates`): every searching
+    setting plans its token budget on its estimates there, frozen, so that no setting's
+    spend depends on the order in which its episodes finish; None: each learns its own."""
 
     def estimates_for(self, setting: str) -> Estimates:
         """The cost estimates of one setting, made on first use.
@@ -143,6 +156,7 @@ def plan_run(
         single_sample=config.single_sample or None,
     )
     _prepare(run_dir, settings)
+    config.estimates.update(_starting_estimates(run_dir, config, run_settings))
     done = {
         r.key
         for r in read_episodes(run_dir)
@@ -156,6 +170,45 @@ def plan_run(
         if (setting.label, task.id, trial) not in done
     ]
     return RunPlan(engines, todo)
+
+
+def _starting_estimates(
+    run_dir: Path, config: BenchConfig, settings: Sequence[Setting]
+) -> dict[str, Estimates]:
+    """What the run's settings plan on from the start: what an interrupted run learned
+    (its folder's estimates file), else the pilot's (`config.estimates_file`), frozen and
+    copied into the folder, else nothing yet."""
+    stored = run_dir / ESTIMATES_FILE
+    if stored.exists():
+        learned = read_estimates(stored)
+        if config.estimates_file is not None and not all(e.frozen for e in learned.values()):
+            raise ConfigurationError(
+                f"{run_dir} learned its own cost estimates, so --estimates cannot apply to "
+                "it: resume it without --estimates, or start a new run folder"
+            )
+        return learned
+    if config.estimates_file is None:
+        return {}
+    names = {s.label: pilot_labels(s) for s in settings if s.search is not None}
+    frozen = frozen_for(read_estimates(Path(config.estimates_file)), names)
+    write_estimates(stored, dump_estimates(frozen))
+    return frozen
+
+
+def pilot_labels(setting: Setting) -> list[str]:
+    """The labels `setting` may have had in a pilot run: its own, and the strategy's at
+    its N with the budget (a run of several budgets) or without (a run of one)."""
+    spec = setting.strategy
+    bare = spec.label(setting.n)
+    budgeted = f"{bare} budget={spec.budget_text}" if spec.token_budget is not None else bare
+    return list(dict.fromkeys([setting.label, budgeted, bare]))
+
+
+async def save_estimates(run_dir: Path, config: BenchConfig) -> None:
+    """The settings' estimates into the run folder (taken here, written off the loop)."""
+    if config.estimates:
+        text = dump_estimates(config.estimates)
+        await asyncio.to_thread(write_estimates, run_dir / ESTIMATES_FILE, text)
 
 
 def record_episode(run_dir: Path, result: EpisodeResult, bar: Progress) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from turnbon_graph.bench.stats.exact import sign_flip_p_value
+from turnbon_graph.bench.stats.power import tasks_for_power
 
 
 class BootstrapResult(BaseModel):
@@ -31,6 +32,9 @@ class BootstrapResult(BaseModel):
     p_value: float
     """Two-sided, from the sign-flip (randomisation) test of the differences
     (`exact.sign_flip_p_value`): exact up to 32 tasks."""
+    tasks_needed: int | None = None
+    """The tasks a difference of this size needs to be found at 0.05 with 80% power
+    (`power.tasks_for_power`); None when the difference is 0."""
 
 
 def bootstrap_differences(
@@ -70,6 +74,7 @@ def bootstrap_differences(
         ci_low=samples[int(tail * (resamples - 1))],
         ci_high=samples[int((1 - tail) * (resamples - 1))],
         p_value=sign_flip_p_value(diffs, seed=seed),
+        tasks_needed=tasks_for_power(diffs),
     )
 
 

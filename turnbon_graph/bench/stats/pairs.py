@@ -4,21 +4,29 @@ token budget (and unit), compared by the paired bootstrap over the tasks both ra
 family adjusted by Holm-Bonferroni (`bootstrap.holm`), so that calling a difference
 significant when its adjusted p is below `ALPHA` keeps the chance of any false call among
 all the pairs at most `ALPHA`. Settings of different budgets are not compared: their
-spend differs by design."""
+spend differs by design. A cap is not spend, so each pair also has the ratio of what the
+two really spent per episode (in the budget's unit); a pair whose ratio is outside
+1 +/- `SPEND_TOLERANCE` did not spend alike, is left out of the adjusted family and is
+never called significant: its difference is the strategies' at one cap, not at one
+spend."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 from turnbon_graph.bench.running.runs import EpisodeResult
+from turnbon_graph.bench.spend import spent
 from turnbon_graph.bench.stats import metrics
 from turnbon_graph.bench.stats.bootstrap import holm
 from turnbon_graph.bench.strategies.spec import StrategySpec
 
 ALPHA = 0.05
 """The family-wise error rate the adjusted p-values are read at."""
+SPEND_TOLERANCE = 0.25
+"""Two settings spent alike when the larger mean spend per episode is at most this much
+above the smaller."""
 
 
 @dataclass(frozen=True)
@@ -34,12 +42,22 @@ class PairComparison:
     result: metrics.PairedComparison | None
     """B minus A with its interval and raw p; None when they share no task."""
     adjusted: float | None = None
-    """The Holm-Bonferroni adjusted p-value over every pair of the family."""
+    """The Holm-Bonferroni adjusted p-value over the family's pairs of matched spend;
+    None for a pair outside it."""
+    spend_ratio: float | None = None
+    """B's mean spend per episode over A's, in the budget's unit; None when A spent 0."""
+
+    @property
+    def matched(self) -> bool:
+        """Whether B and A spent alike (within `SPEND_TOLERANCE` of each other)."""
+        ratio = self.spend_ratio
+        return ratio is not None and 1 / (1 + SPEND_TOLERANCE) <= ratio <= 1 + SPEND_TOLERANCE
 
     @property
     def significant(self) -> bool:
-        """Whether B and A differ at the family's `ALPHA`, after the adjustment."""
-        return self.adjusted is not None and self.adjusted < ALPHA
+        """Whether B and A differ at the family's `ALPHA`, after the adjustment (a pair of
+        unmatched spend never does)."""
+        return self.matched and self.adjusted is not None and self.adjusted < ALPHA
 
 
 def budget_of(results: Sequence[EpisodeResult]) -> str:
@@ -62,9 +80,8 @@ def all_pairs(
     resamples: int = 10_000,
     seed: int = 0,
 ) -> list[PairComparison]:
-    """Every two settings of one budget, in the run's order, each paired by task, the
-    raw p-values adjusted together. A bootstrap p of 0 enters the adjustment as
-    1/resamples, the least the resampling can tell apart from 0.
+    """Every two settings of one budget, in the run's order, each paired by task, the raw
+    p-values of the pairs that spent alike adjusted together.
 
     Args:
         order: the settings, in the run's order.
@@ -87,8 +104,32 @@ def all_pairs(
                 )
             except ValueError:  # no task in common
                 result = None
-            found.append(PairComparison(budget, a, b, result))
-    tested = [p for p in found if p.result is not None]
+            found.append(PairComparison(budget, a, b, result, None, spend_ratio(groups, a, b)))
+    tested = [p for p in found if p.result is not None and p.matched]
     raw = [p.result.p_value for p in tested if p.result is not None]
     adjusted = dict(zip(map(id, tested), holm(raw), strict=True))
-    return [PairComparison(p.budget, p.a, p.b, p.result, adjusted.get(id(p))) for p in found]
+    return [replace(p, adjusted=adjusted.get(id(p))) for p in found]
+
+
+def spend_ratio(groups: Mapping[str, list[EpisodeResult]], a: str, b: str) -> float | None:
+    """B's mean spend per episode over A's, in the unit of A's budget (tokens without one);
+    1 when neither spent anything (rows that recorded no spend), None when only A did not.
+
+    Args:
+        groups: each setting's episodes.
+        a: setting A.
+        b: setting B.
+
+    Returns:
+        The ratio, or None.
+    """
+    spec = groups[a][0].strategy or StrategySpec()
+    unit = spec.budget_unit
+
+    def mean(setting: str) -> float:
+        return sum(spent(r, unit) for r in groups[setting]) / len(groups[setting])
+
+    base, other = mean(a), mean(b)
+    if base == 0:
+        return 1.0 if other == 0 else None
+    return other / base

@@ -6,7 +6,9 @@ probability proportional to its copies times the softmax of its score normalised
 its own environment, one drawn k times as k copies, each in a fork of its own (so the
 copies are equal: `forest.Forest.environments`), and one never drawn is pruned; a
 finished particle drawn stays in the pool as often as it was drawn. The search stops
-when every draw is a finished particle."""
+when every draw is a finished particle. Candidates that propose the same action run once,
+as one particle standing for as many copies as proposed it, so how many particles
+proposed an action still counts in the draws."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class Particles(Strategy):
     """Particle filtering: `width` trajectories of one candidate a turn, resampled by value."""
 
     kind = built_in("particle")
+    weighs_duplicates = True
 
     def __init__(self, width: int, temperature: float, rng: random.Random) -> None:
         super().__init__(width, 1)
@@ -54,5 +57,8 @@ class Particles(Strategy):
                 if not search.is_held(trajectory):
                     await search.hold(trajectory, trajectory.ended)
                 continue
-            survivors += await search.copies(trajectory, copies)
+            made = await search.copies(trajectory, copies)
+            for particle in made:
+                particle.copies = 1  # drawn: each copy is one particle from here on
+            survivors += made
         return survivors

@@ -48,6 +48,9 @@ class StrategyKind:
     """Its default agreement threshold; None: it takes none (escalate's)."""
     n: int | None = None
     """The one N it runs at, whatever `-n` says (particle filtering: 1); None: any N."""
+    resamples: bool = False
+    """It resamples by value at `--value-temperature` (particle filtering), so each
+    temperature is a setting of its own."""
     graph: bool = False
     """Without a token budget its episodes are plain Turn-BoN episodes of the agent
     graph (bon, fusion, refine); under one, and for every other strategy, they run
@@ -80,6 +83,7 @@ BUILT_IN = (
         width=3,
         value=True,
         n=1,
+        resamples=True,
         target=f"{MODULE}.particle:Particles",
     ),
     StrategyKind(

@@ -77,6 +77,9 @@ class Strategy:
     """Whether each distinct candidate becomes a child (in a fork of its parent's
     environment, scored by the value function); else the engine's selector picks the
     one child, run in the parent's own environment (bon)."""
+    weighs_duplicates: ClassVar[bool] = False
+    """Whether a child stands for as many copies as candidates proposed its action
+    (particle filtering: one particle per proposal, duplicates weighted, not merged)."""
 
     def __init__(self, width: int, n: int) -> None:
         self.width = width
@@ -205,7 +208,8 @@ class Search(Forest):
         """Under a budget, before the run's first call: the first prompt's tokens per
         character, counted by the generator model's tokenizer (off the event loop)."""
         estimates = self.ledger.estimates
-        if self.ledger.budget is None or estimates.first_ratio is not None or estimates.ratios:
+        known = estimates.frozen or estimates.first_ratio is not None or estimates.ratios
+        if self.ledger.budget is None or known:
             return
         messages = to_openai_messages(self.engine.transcript(self.live[0].messages))
         litellm = await load_litellm()
@@ -302,9 +306,14 @@ class Search(Forest):
         children = await asyncio.gather(
             *(
                 self._child(parent, message, tokens, where)
-                for (message, tokens), where in zip(picks, episodes, strict=True)
+                for (message, tokens, _), where in zip(picks, episodes, strict=True)
             )
         )
+        for child, (_, _, votes) in zip(children, picks, strict=True):
+            if child is not None:
+                self.nodes[child.node].proposed = votes
+                if self.strategy.weighs_duplicates:
+                    child.copies = votes
         return [c for c in children if c is not None]
 
     async def generate(
@@ -316,9 +325,9 @@ class Search(Forest):
 
     async def _picks(
         self, parent: Trajectory, turn: GeneratedTurn, engine: TurnEngine
-    ) -> list[tuple[AIMessage, int]]:
-        """The chosen message of each child, with its turn record, and the generator
-        tokens of the candidates it stands for."""
+    ) -> list[tuple[AIMessage, int, int]]:
+        """The chosen message of each child, with its turn record, the generator tokens
+        of the candidates it stands for, and how many they are."""
         ok = turn.ok
         if not self.strategy.forks:
             message = await engine.select(parent.messages, turn)
@@ -326,14 +335,14 @@ class Search(Forest):
             assert record is not None
             if not self._selector_metered:  # its spend known only from the record
                 self.ledger.add("selector", record.usage.selector, 0)
-            return [(message, candidate_tokens(turn.candidates))]
+            return [(message, candidate_tokens(turn.candidates), len(ok))]
         groups = list(group_by_action(ok).values()) if ok[0].valid else [[0]]
         picks = []
         for group in groups:
             picker = Pick(self.strategy.name, ok[group[0]].action)
             chooser = TurnEngine(generator=engine.generator, selector=picker, config=engine.config)
             message = await chooser.select(parent.messages, turn)
-            picks.append((message, candidate_tokens([ok[p] for p in group])))
+            picks.append((message, candidate_tokens([ok[p] for p in group]), len(group)))
         return picks
 
     async def _child(

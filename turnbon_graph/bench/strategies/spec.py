@@ -136,7 +136,8 @@ class StrategySpec(BaseModel):
     def label(self, n: int) -> str:
         """The setting's name in the run: `N=4` for bon, else the strategy's name and
         parameters first (`beam W=2 N=4`, `lookahead H=1 N=3`, `escalate A=0.5 N=3`,
-        `fusion N=3`), and the value function when it is no model (`value=oracle`)."""
+        `fusion N=3`, a particle temperature other than 1 as `particle W=3 T=0.5 N=1`),
+        and the value function when it is no model (`value=oracle`)."""
         kind = known_kind(self.name)
         if kind is not None and kind.graph and kind.selector is None:
             return f"N={n}"
@@ -147,6 +148,8 @@ class StrategySpec(BaseModel):
             parts.append(f"H={self.horizon}")
         if self.agree is not None:
             parts.append(f"A={self.agree:g}")
+        if kind is not None and kind.resamples and self.value_temperature != 1.0:
+            parts.append(f"T={self.value_temperature:g}")
         parts.append(f"N={n}")
         if value_scheme(self.value) is not None:
             parts.append(f"value={self.value}")

@@ -48,6 +48,9 @@ class TreeNode(BaseModel):
     tokens: int = 0
     copies: int | None = None
     """Particle filtering: how many particles the resampling drew from it."""
+    proposed: int | None = None
+    """How many of its parent's candidates proposed its action (they run once, as one
+    child); None for a root, or a node written before it was recorded."""
     ended: str | None = None
     passed: bool | None = None
     """A leaf's verdict (pass or not); None for a node that is no leaf, or a leaf the

@@ -86,8 +86,10 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--width",
         type=at_most(MAX_WIDTH, "a search keeps (a turn makes up to W x N forks)"),
+        nargs="+",
         metavar="W",
-        help=f"trajectories a search keeps, 1 to {MAX_WIDTH} (default: {widths})",
+        help=f"trajectories a search keeps, 1 to {MAX_WIDTH}; several: a setting each "
+        f"(default: {widths})",
     )
     parser.add_argument(
         "--value",
@@ -114,11 +116,12 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--value-temperature",
         type=finite_positive,
-        default=1.0,
+        nargs="+",
+        default=[1.0],
         metavar="T",
         help="particle: the softmax temperature of resampling by value, over the scores "
         "normalised to [0, 1] (a finite number above 0; lower follows the scores more "
-        "greedily)",
+        "greedily); several: a setting each",
     )
     parser.add_argument(
         "--horizon",
@@ -156,4 +159,14 @@ def strategy_arguments(parser: argparse.ArgumentParser) -> None:
         help="what --token-budget counts: tokens, prompt plus completion tokens; "
         "completion, completion tokens alone, as the paper's Table 1 counts them; usd, "
         "the cost in dollars by LiteLLM's price map (a whole number of tokens, or dollars)",
+    )
+    parser.add_argument(
+        "--estimates",
+        type=Path,
+        metavar="FILE",
+        help="plan every --token-budget on the cost estimates of a pilot run (the "
+        "estimates.json in its run folder; the same settings, fewer tasks will do), "
+        "frozen: no setting's spend then depends on the order its episodes finish "
+        "(default: each setting learns its own as the run goes, kept in the run folder "
+        "for a resume)",
     )
