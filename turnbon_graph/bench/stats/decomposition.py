@@ -143,9 +143,9 @@ def exploration(
     points = [_point(task, trials, mus.get(task)) for task, trials in sorted(by_task.items())]
     oracle = _mean([p.oracle for p in points])
     realised = _mean([p.realised for p in points if p.realised is not None])
-    mu = _mean([m for p in points if (m := p.mu) is not None]) if mus else None
-    if mus and any(p.mu is None for p in points):
-        mu = None  # an N=1 setting that missed some of the tasks: no like-for-like mean
+    # Only an N=1 setting that ran every one of these tasks gives a like-for-like mean.
+    task_mus = [p.mu for p in points]
+    mu = _mean([m for m in task_mus if m is not None]) if None not in task_mus else None
     rhos = [p.rho_v for p in points if p.rho_v is not None]
     searched = [r.search for r, _ in known if r.search is not None]
     return Exploration(
