@@ -98,3 +98,28 @@ def default_sigint() -> None:
     may ignore SIGINT, and an ignored signal stays ignored across exec: Ctrl-C would
     never reach the command under test."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def strategy_rows(
+    setting: str, passes: list[int], budget: int | None, name: str = "beam", spent: float = 0
+) -> list[EpisodeResult]:
+    """One episode of `setting` per task, passing where `passes` says, each a search of
+    strategy `name` at `budget` that spent `spent`."""
+    from turnbon_graph.bench.strategies.record import SearchRecord
+    from turnbon_graph.bench.strategies.spec import StrategySpec
+
+    spec = StrategySpec(name=name, token_budget=budget)
+    return [
+        EpisodeResult(
+            task=f"t{k}",
+            trial=0,
+            setting=setting,
+            n=2,
+            outcome="pass" if passed else "wrong_submission",
+            turns=1,
+            duration_s=1.0,
+            strategy=spec,
+            search=SearchRecord(spent=spent),
+        )
+        for k, passed in enumerate(passes)
+    ]

@@ -200,6 +200,21 @@ class TerminalEnvironment:
         self._tasks[task.id] = task
         return task.spec
 
+    def task_cpus(self, task_id: str) -> float:
+        """The CPUs a task asks (`[environment] cpus`), for the run's core check
+        (`turnbon_graph.bench.running.cores`).
+
+        Args:
+            task_id: one of the tasks.
+
+        Returns:
+            Its CPU share.
+
+        Raises:
+            KeyError: no such task.
+        """
+        return self._tasks[task_id].budget.cpus
+
     def terminal_tasks(self) -> list[TerminalTask]:
         """The tasks with their folders.
 

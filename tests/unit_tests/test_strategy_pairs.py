@@ -7,13 +7,11 @@ import random
 
 import pytest
 
+from tests.helpers import strategy_rows as rows
 from turnbon_graph.bench.report.format import DASH
 from turnbon_graph.bench.report.pairs import TITLE, pairs_section
-from turnbon_graph.bench.running.runs import EpisodeResult
 from turnbon_graph.bench.stats.bootstrap import holm
 from turnbon_graph.bench.stats.pairs import all_pairs
-from turnbon_graph.bench.strategies.record import SearchRecord
-from turnbon_graph.bench.strategies.spec import StrategySpec
 
 
 def test_holm_multiplies_the_ith_smallest_by_m_minus_i_plus_1_and_keeps_the_order() -> None:
@@ -32,27 +30,6 @@ def test_holm_controls_the_family_wise_error_rate_under_the_null() -> None:
         raw_calls += any(p < 0.05 for p in p_values)
         holm_calls += any(p < 0.05 for p in holm(p_values))
     assert raw_calls / 2000 > 0.5 and holm_calls / 2000 <= 0.06
-
-
-def rows(
-    setting: str, passes: list[int], budget: int | None, name: str = "beam", spent: float = 0
-) -> list[EpisodeResult]:
-    """One episode per task, passing where `passes` says, each spending `spent` tokens."""
-    spec = StrategySpec(name=name, token_budget=budget)
-    return [
-        EpisodeResult(
-            task=f"t{k}",
-            trial=0,
-            setting=setting,
-            n=2,
-            outcome="pass" if passed else "wrong_submission",
-            turns=1,
-            duration_s=1.0,
-            strategy=spec,
-            search=SearchRecord(spent=spent),
-        )
-        for k, passed in enumerate(passes)
-    ]
 
 
 def test_settings_are_compared_in_pairs_within_a_budget_only() -> None:

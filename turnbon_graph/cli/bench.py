@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_another_model(run_dir, model)
     from turnbon_graph.bench.report.format import TIMES
     from turnbon_graph.bench.report.writer import one_line_summary, read_settings, setting_order
+    from turnbon_graph.bench.running.cores import oversubscription
     from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
     from turnbon_graph.bench.running.runs import read_episodes
 
@@ -106,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
             f"{settings} on {model}",
             flush=True,
         )
+        if args.ray is None:
+            ids = args.task or [t.id for t in environment.tasks()]
+            if warning := oversubscription(environment, ids, args.concurrency):
+                print(f"turnbon bench: warning: {warning}", file=sys.stderr, flush=True)
         if recorded := read_episodes(run_dir):
             total = count * args.trials * len(config.settings)
             print(resuming(recorded, total, args.redo_errors, run_dir), flush=True)

@@ -7,6 +7,7 @@ from typing import Any
 
 from turnbon_graph.cli.flags.parser import subcommand
 from turnbon_graph.cli.flags.shared import run_folder_arguments
+from turnbon_graph.cli.flags.values import finite_positive
 
 
 def add_parser(commands: Any) -> None:
@@ -33,6 +34,14 @@ def add_parser(commands: Any) -> None:
         "RUN/trees/ (e.g. 'beam_W=2_N=2/largest-file__0', or the setting as the report "
         "labels it: 'beam W=2 N=2/largest-file__0'); a wrong name lists the valid ones",
     )
+    parser.add_argument(
+        "--match-spend",
+        type=finite_positive,
+        metavar="AMOUNT",
+        help="also compare, per strategy, the setting whose mean realised spend per "
+        "episode is closest to AMOUNT (in the budgets' unit: tokens, completion tokens or "
+        "dollars), from a sweep of widths, -n and budgets",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -42,7 +51,12 @@ def run(args: argparse.Namespace) -> int:
     from turnbon_graph.bench.report.writer import write_report
 
     path = write_report(
-        args.run, args.out, baseline=args.baseline, resamples=args.resamples, tree=args.tree
+        args.run,
+        args.out,
+        baseline=args.baseline,
+        resamples=args.resamples,
+        tree=args.tree,
+        match_spend=args.match_spend,
     )
     print(path)
     print(path.parent / HTML_FILE)

@@ -18,7 +18,7 @@ from turnbon_graph.bench.report.format import (
     table,
 )
 from turnbon_graph.bench.running.runs import EpisodeResult
-from turnbon_graph.bench.stats.pairs import ALPHA, SPEND_TOLERANCE, all_pairs
+from turnbon_graph.bench.stats.pairs import ALPHA, SPEND_TOLERANCE, PairComparison, all_pairs
 
 TITLE = "All pairs at equal budget"
 
@@ -33,28 +33,6 @@ def pairs_section(
     pairs = all_pairs(order, groups, resamples=resamples, seed=seed)
     if not pairs:
         return []
-    rows = []
-    for pair in pairs:
-        result = pair.result
-        if result is None:
-            none = (DASH, "no task in common", DASH, DASH, DASH, DASH, "0", DASH)
-            rows.append((pair.budget or DASH, pair.a, pair.b, *none))
-            continue
-        rows.append(
-            (
-                pair.budget or DASH,
-                pair.a,
-                pair.b,
-                pp(result.difference),
-                interval(result.ci_low, result.ci_high),
-                p_value(result.p_value),
-                DASH if pair.adjusted is None else p_value(pair.adjusted),
-                ratio(pair.spend_ratio, 2),
-                "yes" if pair.significant else ("no" if pair.matched else "not matched"),
-                str(result.tasks),
-                needed(result.tasks_needed),
-            )
-        )
     found = sum(p.significant for p in pairs)
     matched = sum(p.matched for p in pairs)
     return [
@@ -77,22 +55,51 @@ def pairs_section(
         f"difference is the strategies' at one cap, not at one spend. {NEEDED_EXPLAINED} "
         f"{matched} of {len(pairs)} pairs spent alike; {found} differ.",
         "",
-        *table(
-            [
-                "Budget",
-                "A",
-                "B",
-                "B - A",
-                "95% CI",
-                "p-value",
-                "Holm p",
-                "Spend B / A",
-                "Significant",
-                "Tasks",
-                NEEDED_HEADER,
-            ],
-            rows,
-            left=3,
-        ),
+        *pairs_table(pairs),
         "",
     ]
+
+
+def pairs_table(pairs: Sequence[PairComparison], family: str = "Budget") -> list[str]:
+    """The table of `pairs`: each with its difference, interval, raw and adjusted p, spend
+    ratio, verdict and the tasks a difference of its size needs; `family` heads the
+    column of what the pairs were formed within."""
+    rows = []
+    for pair in pairs:
+        result = pair.result
+        if result is None:
+            none = (DASH, "no task in common", DASH, DASH, DASH, DASH, "0", DASH)
+            rows.append((pair.budget or DASH, pair.a, pair.b, *none))
+            continue
+        rows.append(
+            (
+                pair.budget or DASH,
+                pair.a,
+                pair.b,
+                pp(result.difference),
+                interval(result.ci_low, result.ci_high),
+                p_value(result.p_value),
+                DASH if pair.adjusted is None else p_value(pair.adjusted),
+                ratio(pair.spend_ratio, 2),
+                "yes" if pair.significant else ("no" if pair.matched else "not matched"),
+                str(result.tasks),
+                needed(result.tasks_needed),
+            )
+        )
+    return table(
+        [
+            family,
+            "A",
+            "B",
+            "B - A",
+            "95% CI",
+            "p-value",
+            "Holm p",
+            "Spend B / A",
+            "Significant",
+            "Tasks",
+            NEEDED_HEADER,
+        ],
+        rows,
+        left=3,
+    )

@@ -14,7 +14,7 @@ Reads files; never imports LiteLLM or LangGraph.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,14 +153,20 @@ def line_label(spec: StrategySpec, n: int) -> str:
     return unbounded.label(n) if unbounded.name != "bon" else f"bon N={n}"
 
 
+def spend_unit(specs: Iterable[StrategySpec]) -> BudgetUnit:
+    """What spend is counted in across settings: the budgets' unit when they all count
+    one, else tokens."""
+    units = {spec.budget_unit for spec in specs if spec.token_budget is not None}
+    return units.pop() if len(units) == 1 else "tokens"
+
+
 def spend_points(
     order: Sequence[str], groups: Mapping[str, list[EpisodeResult]], resamples: int, seed: int
 ) -> tuple[list[SpendPoint], BudgetUnit]:
     """Each setting as a point of the pass-rate-against-spend figure, and the figure's
     unit: the budgets' when they all count one, else tokens."""
     specs = {setting: strategy_of(groups[setting][0]) for setting in order}
-    units = {spec.budget_unit for spec in specs.values() if spec.token_budget is not None}
-    unit: BudgetUnit = units.pop() if len(units) == 1 else "tokens"
+    unit = spend_unit(specs.values())
     points = []
     for setting in order:
         rs, spec = groups[setting], specs[setting]
@@ -200,8 +206,10 @@ def section(
     plots: Mapping[str, str],
     resamples: int,
     seed: int,
+    extra: Sequence[str] = (),
 ) -> list[str]:
-    """The "Strategies at matched compute" section."""
+    """The "Strategies at matched compute" section; `extra` lines follow its pairs (the
+    comparison at a matched spend: `matched`)."""
     rollouts = rollout_summaries(run_dir)
     rows, per_turn = [], {}
     single = single_sample(groups)
@@ -303,6 +311,7 @@ def section(
     return [
         *lines,
         *pairs_section(order, groups, resamples, seed),
+        *extra,
         *split_section(order, groups, rollouts, plots),
         *spend_section(order, groups),
     ]

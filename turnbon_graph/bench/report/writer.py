@@ -18,6 +18,7 @@ from turnbon_graph.bench.report import sections as report_sections
 from turnbon_graph.bench.report import strategies as report_strategies
 from turnbon_graph.bench.report.format import pct, table
 from turnbon_graph.bench.report.html import write_html
+from turnbon_graph.bench.report.matched import matched_section
 from turnbon_graph.bench.report.split import HEADROOM_PLOT
 from turnbon_graph.bench.running.runs import (
     EPISODES_FILE,
@@ -42,13 +43,16 @@ def write_report(
     resamples: int = 10_000,
     seed: int = 0,
     tree: str | None = None,
+    match_spend: float | None = None,
 ) -> Path:
     """Writes `report.md` (and the PNG plots beside it, and `report.html`: all of it in
     one file to share) for a run; returns the Markdown's path.
 
     The default destination is `run_dir/report/`. A run with no finished episode yet, or
     only some, still gets a report that says so. `tree` names an episode whose search
-    tree is drawn (`<setting>/<task>__<trial>`, `report_strategies.find_tree`)."""
+    tree is drawn (`<setting>/<task>__<trial>`, `report_strategies.find_tree`);
+    `match_spend` a spend per episode each strategy's closest setting is compared at
+    (`matched`)."""
     run_dir = Path(run_dir)
     settings, results = read_run(run_dir)
     tree_file = report_strategies.find_tree(run_dir, tree) if tree is not None else None
@@ -81,6 +85,7 @@ def write_report(
         plot_files=plot_files,
         plots_note=plots_note,
         tree_file=tree_file,
+        match_spend=match_spend,
     )
     path = out / REPORT_FILE
     path.write_text(text, encoding="utf-8")
@@ -190,8 +195,10 @@ def render_report(
     plot_files: Mapping[str, str] | None = None,
     plots_note: str | None = None,
     tree_file: Path | None = None,
+    match_spend: float | None = None,
 ) -> str:
-    """The report's Markdown (reads the run's tree files and rollouts, writes nothing)."""
+    """The report's Markdown (reads the run's tree files and rollouts, writes nothing);
+    `match_spend`: a spend per episode to compare each strategy's closest setting at."""
     order = setting_order(results, settings)
     groups = metrics.by_setting(results)
     plots = plot_files or {}
@@ -217,7 +224,14 @@ def render_report(
     present = [s for s in order if s in groups]
     lines += report_sections.pass_rates(present, groups, plots)
     if report_strategies.compares_strategies(results):
-        lines += report_strategies.section(run_dir, present, groups, plots, resamples, seed)
+        matched = (
+            matched_section(present, groups, match_spend, resamples, seed)
+            if match_spend is not None
+            else []
+        )
+        lines += report_strategies.section(
+            run_dir, present, groups, plots, resamples, seed, extra=matched
+        )
     lines += report_sections.curves(present, groups, plots)
     lines += report_sections.costs(results, present, groups, baseline, plots)
     lines += report_sections.outcomes(present, groups)

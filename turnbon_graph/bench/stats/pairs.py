@@ -12,7 +12,7 @@ spend."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -79,6 +79,7 @@ def all_pairs(
     *,
     resamples: int = 10_000,
     seed: int = 0,
+    family: Callable[[Sequence[EpisodeResult]], str] = budget_of,
 ) -> list[PairComparison]:
     """Every two settings of one budget, in the run's order, each paired by task, the raw
     p-values of the pairs that spent alike adjusted together.
@@ -88,13 +89,15 @@ def all_pairs(
         groups: each setting's episodes.
         resamples: bootstrap resamples of each pair.
         seed: seeds the resampling.
+        family: what makes settings comparable (their budget, by default): pairs are
+            made within each value of it, and labelled with it.
 
     Returns:
         The pairs, budget by budget; a pair of no common task has no result.
     """
     by_budget: dict[str, list[str]] = {}
     for setting in order:
-        by_budget.setdefault(budget_of(groups[setting]), []).append(setting)
+        by_budget.setdefault(family(groups[setting]), []).append(setting)
     found = []
     for budget, settings in by_budget.items():
         for a, b in combinations(settings, 2):

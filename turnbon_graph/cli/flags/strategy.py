@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 from pathlib import Path
 
-from turnbon_graph.cli.flags.values import positive_float, positive_int, share
+from turnbon_graph.cli.flags.values import finite_positive, positive_int, share
 
 
 def at_most(limit: int, why: str) -> Callable[[str], int]:
@@ -21,14 +20,6 @@ def at_most(limit: int, why: str) -> Callable[[str], int]:
         return value
 
     return bounded
-
-
-def finite_positive(text: str) -> float:
-    """argparse type: a finite number above 0 (`inf` and `nan` are refused)."""
-    value = positive_float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
 
 
 def check_horizon(horizon: int | None) -> None:

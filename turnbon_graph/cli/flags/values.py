@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 from collections.abc import Sequence
 
 STUB_MODEL = "stub"
@@ -34,6 +35,14 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{value:g} is not above 0")
+    return value
+
+
+def finite_positive(text: str) -> float:
+    """argparse type: a finite number above 0 (`inf` and `nan` are refused)."""
+    value = positive_float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
     return value
 
 
