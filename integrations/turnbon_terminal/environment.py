@@ -63,8 +63,11 @@ class TerminalEnvironment:
         engine: "podman" or "docker" (default: `$TURNBON_ENGINE`, else whichever is
             installed, Podman first).
         keep_images: Keep the images built from Dockerfiles, keyed by their build
-            context, for later episodes and runs (default: `$TURNBON_KEEP_IMAGES`, else
-            each episode removes the image it built).
+            context and bases, for later episodes and runs (default: yes, unless
+            `$TURNBON_KEEP_IMAGES` is 0; no: each episode removes the image it built).
+        force_build: Build each task's environment/Dockerfile even when the task names
+            a `docker_image`, and build again an image kept from earlier runs (once per
+            process), as Harbor's `--force-build` does.
         image: The image of tasks that name none, with sandbox="container".
 
     Raises:
@@ -93,6 +96,7 @@ class TerminalEnvironment:
         engine: str | None = None,
         keep_images: bool | None = None,
         image: str = DEFAULT_IMAGE,
+        force_build: bool = False,
     ) -> None:
         if sandbox is not None and sandbox not in SANDBOX_CHOICES:
             raise ConfigurationError(
@@ -121,8 +125,9 @@ class TerminalEnvironment:
         if any(not self._in_container(t) for t in tasks):
             self._host = SandboxHost(self.settings)
         if any(self._in_container(t) for t in tasks):  # the engine is needed: found now
-            self._containers = ContainerHost(self.settings, engine=engine, keep_images=keep_images)
+            self._containers = self._container_host(engine, keep_images, force_build)
         self._engine, self._keep_images, self._image = engine, keep_images, image
+        self._force_build = force_build
         self._python = VerifierPython(verifier_python)
 
     @property
@@ -136,10 +141,17 @@ class TerminalEnvironment:
     def containers(self) -> ContainerHost:
         """Where container episodes are made (the engine found on first use)."""
         if self._containers is None:
-            self._containers = ContainerHost(
-                self.settings, engine=self._engine, keep_images=self._keep_images
+            self._containers = self._container_host(
+                self._engine, self._keep_images, self._force_build
             )
         return self._containers
+
+    def _container_host(
+        self, engine: str | None, keep_images: bool | None, force_build: bool
+    ) -> ContainerHost:
+        return ContainerHost(
+            self.settings, engine=engine, keep_images=keep_images, force_build=force_build
+        )
 
     @property
     def isolated(self) -> bool:
@@ -303,12 +315,17 @@ def _host_tasks(tasks: list[TerminalTask], sandbox: str, *, skip: bool) -> list[
     return kept
 
 
-def environment(spec: str | None = None, *, sandbox: str | None = None) -> TerminalEnvironment:
+def environment(
+    spec: str | None = None, *, sandbox: str | None = None, force_build: bool = False
+) -> TerminalEnvironment:
     """The `turnbon.environments` entry point `terminal`: `spec` is a tasks directory
     (or one task folder); None or empty runs the shipped suite. `sandbox` is the
-    commands' `--sandbox` ("bwrap" or "container"; None: each task where it belongs)."""
+    commands' `--sandbox` ("bwrap" or "container"; None: each task where it belongs);
+    `force_build` their `--force-build`."""
     if sandbox is not None and sandbox not in SANDBOX_CHOICES:
         raise ConfigurationError(
             f"--sandbox must be one of {', '.join(SANDBOX_CHOICES)}, got {sandbox!r}"
         )
-    return TerminalEnvironment(tasks_dir=spec or None, sandbox=cast(SandboxChoice, sandbox))
+    return TerminalEnvironment(
+        tasks_dir=spec or None, sandbox=cast(SandboxChoice, sandbox), force_build=force_build
+    )

@@ -4,6 +4,7 @@
   installed packages register (`registry`), the one episode driver (`episode`), a bon
   attempt (`attempt`) and a search strategy's episode (`search_episode`) into the run
   folder, what an episode spent (`spend`), and its files copied as they are (`copying`);
+  the reference agents that check a task set without a model (`agents`, `reference`);
 - `running/`: the plan of a run, `turnbon bench` here or on Ray, the run folder, progress;
 - `report/`: `turnbon report`, its sections, figures and HTML page;
 - `stats/`: the metrics, the paired bootstrap and Holm-Bonferroni, all pairs at equal

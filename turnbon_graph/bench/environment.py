@@ -23,12 +23,16 @@ Outcome = Literal[
     "time_limit",
     "resource_limit",
     "budget_exhausted",
+    "verifier_failed",
     "agent_error",
 ]
 """How an attempt ends (the paper's Table 5, plus `resource_limit`: the episode went over
 a memory or storage budget its environment enforces, and `budget_exhausted`: a search's
-token budget could not afford one model call, so the agent never acted): only an attempt
-that ended on its own can pass, and then the verifier decides between pass and
+token budget could not afford one model call, so the agent never acted, and
+`verifier_failed`: the verifier's own set-up failed before its tests ran, so there is no
+verdict on the agent's work; unlike an agent error it is not drawn again by
+`--redo-errors`, since the same verifier would fail the same way): only an attempt that
+ended on its own can pass, and then the verifier decides between pass and
 wrong_submission."""
 
 
@@ -74,6 +78,10 @@ class Verdict(BaseModel):
     reward: float | None = None
     """The number a benchmark's verifier scored the attempt with, when it gives one
     (Terminal-Bench 2's reward file): kept in the record; `passed` says what it means."""
+    setup_failure: str | None = None
+    """Set when the verifier's own set-up failed before its tests ran (a download, a
+    tool it installs), with the line that says so: the attempt has no verdict on what
+    the agent did (the outcome `verifier_failed`), whatever reward was written."""
     tamper: list[str] = Field(default_factory=list)
     """Evidence that the deliverable meddled with its verification (pytest's hooks,
     reports or modules, the report file, `os._exit`/`atexit`, bytecode), as the verifier

@@ -198,6 +198,8 @@ def verdict_outcome(verdict: Verdict | None) -> tuple[Outcome | None, str | None
         return None, None
     if verdict.error:
         return "agent_error", f"verifier: {verdict.error}"
+    if verdict.setup_failure:
+        return "verifier_failed", f"verifier: {verdict.setup_failure}"
     if verdict.passed:
         return "pass", None
     return "wrong_submission", f"verdict: {verdict.reason}" if verdict.reason else None

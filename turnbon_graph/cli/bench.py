@@ -35,7 +35,7 @@ def add_parser(commands: Any) -> None:
         ),
         allow_abbrev=False,  # the resume hint rewrites --run; abbreviations would dodge it
     )
-    episode_arguments(parser, selector="the selector")
+    episode_arguments(parser, selector="the selector", agents=True)
     N_SETTINGS.add(parser)
     SHARED["trials"].add(parser, help="attempts per task and N")
     SHARED["concurrency"].add(parser, help="episodes at once")
@@ -54,7 +54,9 @@ def add_parser(commands: Any) -> None:
         help="on a resumed run, run again the episodes that ended in an agent error (after "
         "fixing a key or an endpoint); their new results replace the old",
     )
-    parser.set_defaults(handler=run)
+    # what a reference agent's run holds the given flags to (`reference.reference_setup`)
+    defaults = {action.dest: action.default for action in parser._actions}
+    parser.set_defaults(handler=run, flag_defaults=defaults)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,14 +64,25 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import contextlib
 
+    from turnbon_graph.bench.agents import is_reference
     from turnbon_graph.cli.models import (
         check_run_credentials,
         connection,
         engine_options,
         episode_setup,
     )
+    from turnbon_graph.cli.reference import (
+        reference_config,
+        reference_setup,
+        require_model,
+        task_check,
+    )
 
-    setup = episode_setup(args)  # the model ids checked before the rest is imported
+    reference = is_reference(args.agent)
+    if not reference:
+        require_model(args)
+    # the model ids checked before the rest is imported
+    setup = reference_setup(args) if reference else episode_setup(args)
     environment, run_dir, model = setup.environment, setup.run_dir, setup.model
     refuse_another_model(run_dir, model)
     from turnbon_graph.bench.report.format import TIMES
@@ -79,32 +92,34 @@ def run(args: argparse.Namespace) -> int:
     from turnbon_graph.bench.running.runs import read_episodes
 
     with contextlib.ExitStack() as stack:
-        link = connection(args, environment, stack)
-        options = engine_options(args, setup.selector, link)
-        check_run_credentials(args, model, setup.selector, options)
-        strategies, value_kwargs = strategy_of(args, link)
-        n_values = fixed_n(strategies, sorted(set(args.n)))
-        config = BenchConfig(
-            model=model,
-            n_values=n_values,
-            selector=setup.selector,
-            trials=args.trials,
-            concurrency=args.concurrency,
-            engine_options=options,
-            redo_errors=args.redo_errors,
-            strategy=strategies[0] if len(strategies) == 1 else None,
-            strategies=strategies if len(strategies) > 1 else None,
-            single_sample=args.single_sample,
-            estimates_file=args.estimates,
-            value_kwargs=value_kwargs,
-        )
+        config = reference_config(args) if reference else None
+        if config is None:
+            link = connection(args, environment, stack)
+            options = engine_options(args, setup.selector, link)
+            check_run_credentials(args, model, setup.selector, options)
+            strategies, value_kwargs = strategy_of(args, link)
+            n_values = fixed_n(strategies, sorted(set(args.n)))
+            config = BenchConfig(
+                model=model,
+                n_values=n_values,
+                selector=setup.selector,
+                trials=args.trials,
+                concurrency=args.concurrency,
+                engine_options=options,
+                redo_errors=args.redo_errors,
+                strategy=strategies[0] if len(strategies) == 1 else None,
+                strategies=strategies if len(strategies) > 1 else None,
+                single_sample=args.single_sample,
+                estimates_file=args.estimates,
+                value_kwargs=value_kwargs,
+            )
         refuse_other_settings(run_dir, [s.label for s in config.settings])
         count = len(args.task) if args.task else len(environment.tasks())
         settings = ", ".join(s.label for s in config.settings)
         print(f"Run folder: {run_dir}", flush=True)
+        played = settings if reference else f"{settings} on {model}"
         print(
-            f"{environment.name}: {count} task(s) {TIMES} {args.trials} trial(s) {TIMES} "
-            f"{settings} on {model}",
+            f"{environment.name}: {count} task(s) {TIMES} {args.trials} trial(s) {TIMES} {played}",
             flush=True,
         )
         if args.ray is None:
@@ -135,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(results)} episodes · {one_line_summary(results, order)}")
     broken = agent_errors(results, order, model)
     blind = value_failures(results, order, model)
+    unsound = task_check(results, args.agent) if reference else []
     print(f"Report: turnbon report {shlex.quote(str(run_dir))}")
-    return 1 if broken or blind else 0
+    return 1 if broken or blind or unsound else 0
 
 
 def fixed_n(strategies: list[Any], n_values: list[int]) -> list[int]:

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from turnbon_graph.bench.agents import ReferenceAgent, as_expected
 from turnbon_graph.bench.environment import Environment, TaskSpec
 from turnbon_graph.bench.episode import EpisodeEnd, run_agent
+from turnbon_graph.bench.reference import run_reference
 from turnbon_graph.cli.models import (
     STUB_ID,
     check_credentials,
@@ -119,6 +121,38 @@ async def run_live(
     if options.trials > 1 and verify:
         passed = sum(e.outcome == "pass" for e in ends)
         print(f"\nPassed {passed} of {len(ends)} trials")
+    return ends
+
+
+async def run_reference_live(
+    environment: Environment,
+    spec: TaskSpec,
+    agent: ReferenceAgent,
+    *,
+    trials: int = 1,
+    keep_workdir: bool = False,
+) -> list[EpisodeEnd]:
+    """Runs `trials` episodes of `spec` by a reference agent (`bench.reference`),
+    printing what the solution printed and each verdict; returns the ends."""
+    notes = WorkdirNotes(environment, keep=keep_workdir)
+    what = "the task's solution/solve.sh" if agent == "oracle" else "nothing"
+    print(f"Task {spec.id}: agent {agent} (runs {what}; no model)\n")
+    ends: list[EpisodeEnd] = []
+    for trial in range(trials):
+        if trials > 1:
+            gap = "\n" if trial else ""
+            print(f"{gap}=== Trial {trial + 1} of {trials} ===\n")
+        started = time.monotonic()
+        end = await run_reference(notes, spec, trial, agent)
+        for message in end.messages[1:]:  # what the solution printed
+            print(str(message.content).strip())
+        LiveTranscript().show_end(end, time.monotonic() - started)
+        if (ran_in := notes.note()) is not None:
+            print(ran_in)
+        ends.append(end)
+    if trials > 1:
+        fine = sum(as_expected(e.outcome, agent) for e in ends)
+        print(f"\n{fine} of {len(ends)} trials ended as on a sound task")
     return ends
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
 from turnbon_graph import __version__
 from turnbon_graph.cli import analyze, bench, judge, report, rollouts, serve
@@ -13,6 +15,9 @@ from turnbon_graph.cli import run as run_command
 from turnbon_graph.cli.flags.parser import CommandParser
 
 Handler = Callable[[argparse.Namespace], int]
+COMMANDS_GROUP = "turnbon.commands"
+"""Entry-point group of commands integrations add: each a `main(argv) -> int` run with
+the command's arguments (turnbon_terminal adds `turnbon images`)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +31,24 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for command in (run_command, bench, report, judge, analyze, rollouts, serve):
         command.add_parser(commands)
+    for added in entry_points(group=COMMANDS_GROUP):  # installed integrations' commands
+        add_external(commands, added)
     return parser
+
+
+def add_external(commands: Any, command: EntryPoint) -> None:
+    """An installed integration's command, as git runs its external commands: its
+    arguments go, unparsed, to its `main(argv) -> int`, loaded only when it runs (so
+    `turnbon --help` imports no integration)."""
+    package = command.value.partition(".")[0].partition(":")[0]
+    parser = commands.add_parser(
+        command.name,
+        help=f"a command of {package} (turnbon {command.name} --help)",
+        add_help=False,
+        prefix_chars="\0",  # every argument, flags too, is the command's own
+    )
+    parser.add_argument("arguments", nargs=argparse.REMAINDER)
+    parser.set_defaults(handler=lambda args: int(command.load()(args.arguments)))
 
 
 def main(argv: list[str] | None = None) -> int:

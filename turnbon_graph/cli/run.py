@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from turnbon_graph.bench.agents import as_expected, is_reference
 from turnbon_graph.cli.flags.parser import subcommand
 from turnbon_graph.cli.flags.shared import SHARED, add_flags
 from turnbon_graph.cli.flags.values import DEFAULT_ENV, INTERRUPTED, positive_int
@@ -20,8 +21,10 @@ DEMO_TASK = "largest-file"
 
 EXIT_CODES = (
     "exit codes: 0 every trial passed (or, with no verifier, ran to its end); 1 some "
-    "trial failed or ended in an error (a time limit, a failed model call); 2 bad input "
-    "(an unknown task, a bad flag or --config file); 130 stopped with Ctrl-C"
+    "trial failed or ended in an error (a time limit, a failed model call); with --agent "
+    "oracle or nop, 0 when every trial ended as on a sound task (oracle PASS, nop FAIL), "
+    "else 1; 2 bad input (an unknown task, a bad flag or --config file); 130 stopped with "
+    "Ctrl-C"
 )
 
 RUN_DEFAULTS: dict[str, Any] = {
@@ -31,6 +34,8 @@ RUN_DEFAULTS: dict[str, Any] = {
     "keep_workdir": False,
     "env": DEFAULT_ENV,
     "sandbox": None,
+    "force_build": None,
+    "agent": SHARED["agent"].options["default"],
     "model": None,
     "n": SHARED["n"].options["default"],
     "selector": None,
@@ -115,7 +120,7 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep a copy of the agent's working directory and print where it is",
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of these settings")
-    add_flags(parser, "env", "sandbox")
+    add_flags(parser, "env", "sandbox", "force_build", "agent")
     live_arguments(parser)
     parser.add_argument(
         "--max-turns", type=positive_int, metavar="T", help="default: the task's own limit"
@@ -172,6 +177,24 @@ def run(args: argparse.Namespace) -> int:
 
     settings = run_settings(args)
     environment, spec = _task(settings)
+    if is_reference(settings["agent"]):
+        from turnbon_graph.cli.live import run_reference_live
+
+        refuse_model_flags(settings, given_settings(args))
+        try:
+            checked = asyncio.run(
+                run_reference_live(
+                    environment,
+                    spec,
+                    settings["agent"],
+                    trials=settings["trials"],
+                    keep_workdir=bool(settings["keep_workdir"]),
+                )
+            )
+        except KeyboardInterrupt:
+            print("\nStopped.", file=sys.stderr)
+            return INTERRUPTED
+        return 0 if all(as_expected(e.outcome, settings["agent"]) for e in checked) else 1
     check_live_models(
         settings["model"],
         settings["selector"],
@@ -200,6 +223,24 @@ def run(args: argparse.Namespace) -> int:
         print("\nStopped.", file=sys.stderr)
         return INTERRUPTED
     return 0 if all(e.outcome in (None, "pass") for e in ends) else 1
+
+
+MODEL_FLAGS = ("model", "n", "selector", "selector_api_base", "api_base", "temperature")
+"""What a reference agent (`--agent oracle|nop`) has no use for: it calls no model."""
+
+
+def refuse_model_flags(settings: dict[str, Any], given: dict[str, Any]) -> None:
+    """Refuses the model's flags beside a reference agent, which would silently ignore
+    them (from the command line or the --config file)."""
+    from turnbon_graph.errors import ConfigurationError
+
+    named = [k for k in MODEL_FLAGS if k in given or settings[k] != RUN_DEFAULTS[k]]
+    if named:
+        flags = ", ".join("--" + k.replace("_", "-") for k in named)
+        raise ConfigurationError(
+            f"--agent {settings['agent']} calls no model, so {flags} would be ignored: "
+            "drop them, or use --agent turnbon"
+        )
 
 
 def check_live_models(

@@ -66,7 +66,9 @@ class LiveTranscript:
     def show_end(self, end: EpisodeEnd, elapsed: float) -> None:
         """The verdict (or why there is none) and the tokens the episode used."""
         verdict = end.verdict
-        if verdict is not None:
+        if verdict is not None and verdict.setup_failure:
+            print(f"\nVerdict: none, the tests did not run ({verdict.setup_failure})")
+        elif verdict is not None:
             tally = re.findall(r"\d+ (?:passed|failed)[^\n]*", verdict.output or "")
             detail = f" (verifier: {tally[-1].strip(' =')})" if tally else ""
             if verdict.reward is not None:

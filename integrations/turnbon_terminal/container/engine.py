@@ -35,6 +35,22 @@ class ContainerError(SandboxError):
     not start, a copy failed. An episode that cannot start ends as an agent error."""
 
 
+class EngineStorageError(ContainerError):
+    """The engine's own storage failed (a layer or container it lists is gone, as when
+    another process removes images meanwhile): not the task's fault, and worth a retry."""
+
+
+STORAGE_FAILURES = (
+    "layer not known",
+    "identifier is not a container",
+    "identifier is not an image",
+    "no such layer",
+    "error locating item named",
+    "readlink /var/lib/containers/storage",
+)
+"""What the engine says when its own storage, not the call's input, is at fault."""
+
+
 @dataclass(frozen=True)
 class Completed:
     """What one engine call did."""
@@ -115,7 +131,15 @@ class Engine:
             raise
         done = Completed(process.returncode or 0, out, err)
         if check and done.code != 0:
-            raise ContainerError(f"`{self.name} {_shown(args)}` failed: {done.said}")
+            said = done.said
+            if any(sign in said.lower() for sign in STORAGE_FAILURES):
+                raise EngineStorageError(
+                    f"{self.name}'s own storage failed during `{self.name} {_shown(args)}` "
+                    f"({said}): not the task's fault (another process may have removed "
+                    f"images meanwhile); run again, and if it persists check the engine "
+                    f"(`{self.name} system check`, or `{self.name} system prune`)"
+                )
+            raise ContainerError(f"`{self.name} {_shown(args)}` failed: {said}")
         return done
 
     async def pipe(self, source: Sequence[str], target: Sequence[str], *, limit_s: float) -> None:

@@ -65,8 +65,10 @@ class ContainerHost:
         engine: str | None = None,
         keep_images: bool | None = None,
         work_root: Path | None = None,
+        force_build: bool = False,
     ) -> None:
         self.settings = settings
+        self.force_build = force_build
         self.engine = Engine.find(engine)
         self.keep_images = keep_images_by_default() if keep_images is None else keep_images
         self.work_root = work_root or settings.work_root or default_work_root()
@@ -158,7 +160,12 @@ class Container:
         owner = current_owner()
         self.lifetime_s = lifetime_s
         self.image = image or await episode_image(
-            self.engine, self.spec, episode=self.name, owner=owner, keep=self.host.keep_images
+            self.engine,
+            self.spec,
+            episode=self.name,
+            owner=owner,
+            keep=self.host.keep_images,
+            force_build=self.host.force_build,
         )
         if self.spec.workdir is None:
             said = await self.engine.lines(

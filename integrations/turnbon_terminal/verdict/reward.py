@@ -10,6 +10,12 @@ its value. With several named rewards, the one named `reward` counts, else the l
 A missing, empty or unreadable reward file is no verdict at all: the verifier could not
 do its job (an `agent_error`, drawn again by `--redo-errors`), never a PASS. A test.sh
 that does not finish in time is a FAIL, as the pytest verifier's timeout is.
+
+A test.sh whose own set-up failed before its tests ran (TB2's scripts download and
+install their test tools: `curl ... | sh`, `apt-get install`, `uvx pytest`) writes 0 or
+nothing, and that is no verdict on the agent's work either: when its output shows no
+test run (no test runner's summary) and a line of a failed set-up, the verdict says so
+with that line (`setup_failure`, the outcome `verifier_failed`; `verdict.setup`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnbon_graph.bench.environment import Verdict
+from turnbon_terminal.verdict.setup import failed_setup
 
 REWARD_JSON = "reward.json"
 REWARD_TEXT = "reward.txt"
@@ -104,20 +111,29 @@ def reward_verdict(folder: Path, *, timed_out: float | None, network: bool) -> V
             output=output,
             reason=f"tests/test.sh did not finish within {timed_out:g} s",
         )
+    hint = (
+        ""
+        if network
+        else " (the container had no network: a test.sh that installs its tools needs "
+        '[environment] network_mode = "public" or allow_internet = true in task.toml)'
+    )
     try:
         reward = read_reward(folder)
     except RewardError as exc:
-        hint = (
-            ""
-            if network
-            else " (the container had no network: a test.sh that installs its tools needs "
-            '[environment] network_mode = "public" or allow_internet = true in task.toml)'
-        )
+        if (line := failed_setup(output)) is not None:
+            return Verdict(passed=False, output=output, setup_failure=_setup(line, hint))
         return Verdict(passed=False, output=output, error=f"{exc}{hint}")
+    if not reward.passed and (line := failed_setup(output)) is not None:
+        failure = _setup(line, hint)
+        return Verdict(passed=False, output=output, setup_failure=failure, reward=reward.value)
     reason = None
     if not reward.passed and reward.value != 0:
         reason = f"reward {reward.value:g} (a pass needs {PASSING_REWARD:g})"
     return Verdict(passed=reward.passed, output=output, reason=reason, reward=reward.value)
+
+
+def _setup(line: str, hint: str) -> str:
+    return f"tests/test.sh's own set-up failed before its tests ran: {line!r}{hint}"
 
 
 def output_tail(folder: Path) -> str:

@@ -35,6 +35,7 @@ OUTCOME_HEADERS = {
     "time_limit": "Time limit ↓",
     "resource_limit": "Resource limit ↓",
     "budget_exhausted": "Budget exhausted ↓",
+    "verifier_failed": "Verifier failed ↓",
     "agent_error": "Agent error ↓",
 }
 ERRORS_SHOWN = 20
@@ -220,8 +221,10 @@ def outcomes(order: Sequence[str], groups: Mapping[str, list[EpisodeResult]]) ->
         "ending by the rules of its Table 5): only an attempt that ended on its own can "
         "pass or be a wrong submission; a context overflow, the time limit, a resource "
         "limit (memory or storage over the task's budget), a token budget that could not "
-        "afford one model call (budget exhausted: the agent never acted) or any other "
-        "exception (including a verifier that could not run) ends it otherwise.",
+        "afford one model call (budget exhausted: the agent never acted), a verifier whose "
+        "own set-up failed before its tests ran (verifier failed: no verdict on the work) "
+        "or any other exception (including a verifier that could not start) ends it "
+        "otherwise.",
         ["Setting", "Attempts", *(OUTCOME_HEADERS[o] for o in metrics.OUTCOMES)],
         rows,
     )

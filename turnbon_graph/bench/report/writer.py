@@ -19,6 +19,7 @@ from turnbon_graph.bench.report import strategies as report_strategies
 from turnbon_graph.bench.report.format import pct, table
 from turnbon_graph.bench.report.html import write_html
 from turnbon_graph.bench.report.matched import matched_section
+from turnbon_graph.bench.report.reference import task_check_section
 from turnbon_graph.bench.report.split import HEADROOM_PLOT
 from turnbon_graph.bench.running.runs import (
     EPISODES_FILE,
@@ -214,7 +215,7 @@ def render_report(
         return "\n".join(lines)
     if plots_note:
         lines += [f"> {plots_note}", ""]
-    if baseline not in groups:
+    if baseline not in groups and not (settings and settings.agent):
         lines += [
             f"> No `{baseline}` setting in this run: columns relative to the baseline and "
             "the paired comparison are left out (`turnbon report --baseline SETTING` picks "
@@ -223,6 +224,11 @@ def render_report(
         ]
     present = [s for s in order if s in groups]
     lines += report_sections.pass_rates(present, groups, plots)
+    if settings is not None and settings.agent is not None:  # a task set checked
+        lines += task_check_section(results, settings.agent)
+        lines += report_sections.outcomes(present, groups)
+        lines += report_sections.per_task(present, groups, settings)
+        return "\n".join(lines)
     if report_strategies.compares_strategies(results):
         matched = (
             matched_section(present, groups, match_spend, resamples, seed)
@@ -260,6 +266,10 @@ def _summary(
         ("Environment", settings.environment if settings else "unknown (no run.json)"),
         ("Model", f"`{settings.model}`" if settings else "unknown"),
         ("Selector", f"`{settings.selector}`" if settings else "unknown"),
+    ]
+    if settings is not None and settings.agent is not None:  # no model, no selector
+        rows[-2:] = [("Agent", f"`{settings.agent}` (no model)")]
+    rows += [
         ("Settings", ", ".join(labels) or "none"),
         ("Tasks", str(len(tasks))),
         ("Trials", str(trials)),

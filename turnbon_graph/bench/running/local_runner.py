@@ -40,7 +40,7 @@ async def run_locally(
 
     async def one(task: TaskSpec, trial: int, setting: Setting) -> None:
         async with limit:
-            engine = engines[setting.n]
+            engine = engines.get(setting.n)  # none for a reference agent
             result = await run_setting_episode(
                 environment, engine, config, task, trial, setting, run_dir
             )

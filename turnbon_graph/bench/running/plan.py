@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from turnbon_graph.bench.agents import ReferenceAgent, is_reference
 from turnbon_graph.bench.attempt import run_episode
 from turnbon_graph.bench.draws import seeded_engine
 from turnbon_graph.bench.environment import Environment, TaskSpec, chosen_tasks
@@ -27,6 +28,7 @@ from turnbon_graph.bench.metering.stored import (
     read_estimates,
     write_estimates,
 )
+from turnbon_graph.bench.reference import run_reference_episode
 from turnbon_graph.bench.running.progress import Progress
 from turnbon_graph.bench.running.runs import (
     EPISODES_FILE,
@@ -84,6 +86,11 @@ class BenchConfig:
     budget plans its steps on, so a setting's spend never depends on which other settings
     share its run (on Ray, each worker learns its own)."""
 
+    agent: str = "turnbon"
+    """Who plays the episodes: "turnbon" (the settings above), or a reference agent that
+    calls no model (`bench.reference`: "oracle" runs each task's solution, "nop" nothing),
+    the run's one setting, named after it."""
+
     estimates_file: Path | None = None
     """A pilot run's `estimates.json` (`turnbon bench --estimates`): every searching
     setting plans its token budget on its estimates there, frozen, so that no setting's
@@ -109,6 +116,8 @@ class BenchConfig:
     def settings(self) -> list[Setting]:
         """The run's settings: each strategy at each N (an error when two share a label,
         or a strategy is unknown)."""
+        if is_reference(self.agent):
+            return [Setting(StrategySpec(), 1, self.agent)]
         specs = strategy_list(self.strategies, self.strategy)
         for spec in specs:
             strategy_kind(spec.name)  # registered, or a clear error
@@ -134,18 +143,20 @@ def plan_run(
     and every (task, trial, setting) the folder has no episode line of yet."""
     chosen = chosen_tasks(environment, tasks)
     run_settings = config.settings
+    reference = is_reference(config.agent)
     engines = {
         n: TurnEngine.from_options(
             config.model, n=n, selector=config.selector, **config.engine_options
         )
         for n in sorted({*config.n_values, *(s.n for s in run_settings)})
+        if not reference
     }
     specs = strategy_list(config.strategies, config.strategy)
     one = specs[0] if len(specs) == 1 else None
     settings = RunSettings(
         environment=environment.name,
         model=config.model,
-        selector=engines[max(config.n_values)].selector.name,
+        selector=config.agent if reference else engines[max(config.n_values)].selector.name,
         n_values=config.n_values,
         trials=config.trials,
         tasks=[t.id for t in chosen],
@@ -154,6 +165,7 @@ def plan_run(
         strategy=one if one is not None and one.searches else None,
         strategies=specs if one is None else None,
         single_sample=config.single_sample or None,
+        agent=config.agent if reference else None,
     )
     _prepare(run_dir, settings)
     config.estimates.update(_starting_estimates(run_dir, config, run_settings))
@@ -238,7 +250,7 @@ def _prepare(run_dir: Path, settings: RunSettings) -> None:
 
 async def run_setting_episode(
     environment: Environment,
-    engine: TurnEngine,
+    engine: TurnEngine | None,
     config: BenchConfig,
     task: TaskSpec,
     trial: int,
@@ -247,7 +259,12 @@ async def run_setting_episode(
 ) -> EpisodeResult:
     """One episode of `setting` into `run_dir`, as every runner runs it: through the
     setting's search strategy, or as a plain bon attempt of the agent graph (with the
-    setting's own selector for fusion and refine: `bon_selectors`)."""
+    setting's own selector for fusion and refine: `bon_selectors`), or as a reference
+    agent's episode (`engine` None: no model)."""
+    if is_reference(config.agent):
+        agent = cast(ReferenceAgent, config.agent)
+        return await run_reference_episode(environment, task, trial, agent, run_dir)
+    assert engine is not None, "a Turn-BoN setting needs its engine"
     kind = strategy_kind(setting.strategy.name)
     if kind.selector is not None:
         engine = with_selector(engine, kind.selector)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from turnbon_graph._extras import install_hint
+from turnbon_graph.bench.agents import is_reference
 from turnbon_graph.bench.environment import Environment, Episode, TaskSpec
 from turnbon_graph.bench.running.limits import ClusterLimit, SlotBook, limit_engine
 from turnbon_graph.bench.running.plan import (
@@ -257,6 +258,7 @@ class EpisodeWorker:
         self.engines = {
             n: worker_engine(config.model, n, config.selector, options, limit)
             for n in sorted({s.n for s in config.settings})
+            if not is_reference(config.agent)
         }
         self.scratch = Path(tempfile.mkdtemp(prefix="turnbon-ray-"))
 
@@ -267,7 +269,7 @@ class EpisodeWorker:
         as JSON, its turns file's text and its tree file's (None: it did not search)."""
         result = await run_setting_episode(
             self.environment,
-            self.engines[setting.n],
+            self.engines.get(setting.n),
             self.config,
             task,
             trial,

@@ -61,6 +61,10 @@ class RunSettings(BaseModel):
     """True: the run also has plain bon at N=1 (`turnbon bench --single-sample`), the
     decomposition's baseline; None: not asked for (runs made before too)."""
 
+    agent: str | None = None
+    """A reference agent's run (`turnbon bench --agent oracle|nop`: its one setting is
+    named after it); None: Turn-BoN's settings (runs made before too)."""
+
     @property
     def specs(self) -> list[StrategySpec]:
         """The run's strategies, whichever field holds them."""
@@ -68,6 +72,8 @@ class RunSettings(BaseModel):
 
     def settings(self) -> list[Setting]:
         """The run's settings, in the order it runs and reports them."""
+        if self.agent is not None:
+            return [Setting(StrategySpec(), 1, self.agent)]
         return settings_of(self.specs, self.n_values, single_sample=bool(self.single_sample))
 
 

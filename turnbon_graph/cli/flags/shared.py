@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from turnbon_graph.bench.agents import AGENTS
 from turnbon_graph.cli.flags.parser import hint
 from turnbon_graph.cli.flags.values import (
     DEFAULT_ENV,
@@ -61,6 +62,26 @@ SHARED: dict[str, Flag] = {
             "help": "where every episode runs: bwrap, the host sandbox; container, a "
             "Podman or Docker container of the task's image (default: each task where it "
             "belongs: a task with an environment/Dockerfile or docker_image in a container)",
+        },
+    ),
+    "force_build": Flag(
+        ("--force-build",),
+        {
+            "action": "store_true",
+            "default": None,  # not given: not passed to the environment's factory
+            "help": "build each container task's environment/Dockerfile even when it names "
+            "a docker_image, and again when its image is kept from an earlier run",
+        },
+    ),
+    "agent": Flag(
+        ("--agent",),
+        {
+            "choices": AGENTS,
+            "default": AGENTS[0],
+            "help": "who plays: turnbon, the Turn-BoN agent on --model; oracle, the task's "
+            "own solution (solution/solve.sh), and nop, nothing at all, to check a task set "
+            "as Harbor does (no model, no tokens): a sound task passes the oracle and fails "
+            "nop",
         },
     ),
     "model": Flag(
@@ -210,9 +231,15 @@ def environment_options(settings: Any) -> dict[str, Any]:
     return {k: values[k] for k in ENVIRONMENT_OPTIONS if values.get(k) is not None}
 
 
-def episode_arguments(parser: argparse.ArgumentParser, *, selector: str) -> None:
-    """Which environment, tasks, model and selector: what running episodes takes."""
-    add_flags(parser, "env", "tasks", "sandbox")
+def episode_arguments(
+    parser: argparse.ArgumentParser, *, selector: str, agents: bool = False
+) -> None:
+    """Which environment, tasks, model and selector: what running episodes takes; with
+    `agents`, also `--agent` (then `--model` is asked for by the command, not argparse:
+    a reference agent takes none)."""
+    add_flags(parser, "env", "tasks", "sandbox", "force_build")
+    if agents:
+        add_flags(parser, "agent")
     parser.add_argument(
         "--task",
         action="extend",
@@ -220,7 +247,7 @@ def episode_arguments(parser: argparse.ArgumentParser, *, selector: str) -> None
         metavar="ID",
         help="run only these task ids (default: all)",
     )
-    SHARED["model"].add(parser, required=True)
+    SHARED["model"].add(parser, required=not agents)
     hint(parser, "--model", MODEL_HINT)
     SHARED["selector"].add(
         parser,

@@ -16,7 +16,7 @@ INTERRUPTED = 130
 DEFAULT_ENV = "terminal"
 SANDBOXES = ("bwrap", "container")
 """`--sandbox`: an option of the environment's factory (the terminal environment's)."""
-ENVIRONMENT_OPTIONS = ("sandbox",)
+ENVIRONMENT_OPTIONS = ("sandbox", "force_build")
 """The flags passed to the environment's factory as keyword arguments, when given."""
 SELECTOR_KEYWORDS = ("first", "random", "majority")
 """The `--selector` names of selectors that call no model (`models.make_selector`)."""

@@ -1,0 +1,2 @@
+#!/bin/bash
+jq -r .name /app/package.json > /app/name.txt
