@@ -46,7 +46,7 @@ from turnbon_graph.turn.engine import TurnEngine
 from turnbon_harbor.actions import TerminusActions, parse_answer
 from turnbon_harbor.options import AgentOptions, agent_options, user_kwargs
 from turnbon_harbor.trajectory import TrajectoryFile
-from turnbon_harbor.turn_log import TURNS_FILE, TurnFile, TurnTotals
+from turnbon_harbor.turn_log import TURNS_FILE, TurnFile, TurnTotals, selector_model
 
 TEMPLATES = files("harbor.agents.terminus_2") / "templates"
 OUTPUT_LIMIT = 10_000
@@ -142,8 +142,13 @@ class TurnBoNAgent(BaseAgent):
         if session is None:
             raise RuntimeError("setup() must run before run()")
         engine = self.engine()
-        totals = TurnTotals(self.turnbon.config.n, engine.selector.name)
-        turns = TurnFile(self.logs_dir / TURNS_FILE)
+        totals = TurnTotals(
+            self.turnbon.config.n,
+            engine.selector.name,
+            model=self.model_name,
+            selector_model=selector_model(engine.selector),
+        )
+        turns = TurnFile(self.logs_dir / TURNS_FILE, self.logger)
         trajectory = TrajectoryFile.of(self, totals)
         screen = limit_output(await session.get_incremental_output())
         prompt = self._templates["terminus-json-plain.txt"].format(

@@ -12,13 +12,15 @@ in the step's `extra["turnbon"]`; the whole turn record stays in `turns.jsonl`.
 Harbor cancels `run()` when the agent's time is up, so the file is rewritten after each
 change (the prompt, a chosen answer, its observation), whole, in a worker thread, into a
 temporary file that then replaces it: a reader sees the last complete version, never a
-half-written one.
+half-written one. A write that fails (a full disk, a folder made read-only) is logged as a
+warning and the trial goes on; the next change tries again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import uuid
 from datetime import UTC, datetime
@@ -50,16 +52,25 @@ COMMAND_TOOL = "bash_command"
 """Terminus-2's tool-call name for a command it typed."""
 COMPLETE_TOOL = "mark_task_complete"
 """Terminus-2's tool-call name for an answer that says the task is complete."""
+LOGGER = logging.getLogger(__name__)
 
 
 class TrajectoryFile:
     """The trial's ATIF trajectory, rewritten whole after each change."""
 
-    def __init__(self, path: Path, agent: Agent, totals: TurnTotals, session_id: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        agent: Agent,
+        totals: TurnTotals,
+        session_id: str,
+        logger: logging.Logger | None = None,
+    ) -> None:
         self.path = path
         self.agent = agent
         self.totals = totals
         self.session_id = session_id
+        self.logger = logger or LOGGER
         self.steps: list[Step] = []
 
     @classmethod
@@ -80,7 +91,7 @@ class TrajectoryFile:
             extra={CONTEXT_KEY: {"n": totals.n, "selector": totals.selector}},
         )
         session = agent.session_id or str(uuid.uuid4())
-        return cls(agent.logs_dir / TRAJECTORY_FILE, about, totals, session)
+        return cls(agent.logs_dir / TRAJECTORY_FILE, about, totals, session, agent.logger)
 
     async def prompt(self, text: str) -> None:
         """The task's first prompt, step 1: from here on the file is a valid trajectory.
@@ -140,7 +151,8 @@ class TrajectoryFile:
 
     async def write(self) -> None:
         """Writes the trajectory so far, off the event loop (steps are replaced, never
-        changed in place, so the worker reads a list no one alters)."""
+        changed in place, so the worker reads a list no one alters); a failed write is
+        logged, and the trial goes on."""
         usage = self.totals.usage
         both = usage.total
         final = FinalMetrics(
@@ -157,7 +169,12 @@ class TrajectoryFile:
             steps=list(self.steps),
             final_metrics=final,
         )
-        await asyncio.to_thread(write_trajectory, self.path, trajectory)
+        try:
+            await asyncio.to_thread(write_trajectory, self.path, trajectory)
+        except OSError as exc:
+            self.logger.warning(
+                "could not write the trajectory to %s (%s); the trial goes on", self.path, exc
+            )
 
 
 def tool_calls(parsed: ParseResult, step_id: int) -> list[ToolCall] | None:

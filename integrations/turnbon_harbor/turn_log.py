@@ -5,20 +5,24 @@ already written. So each turn's record is written to `agent/turns.jsonl` as soon
 observation is known (or when `run()` ends, cancelled or not, without one), one JSON line
 `{"record": TurnRecord, "observation": [...]}` as in a `turnbon bench` run folder's
 turns files; and the token counts go into Harbor's `AgentContext` the moment the turn is
-chosen. `turnbon report` reads both back (`turnbon_graph.bench.readers.harbor_jobs`). Harbor's
-own trajectory file, `agent/trajectory.json`, is `trajectory.py`'s.
+chosen, per model too (`model_usage`: the generator's tokens under `-m`, the selector's
+under the selector's own model). A line that cannot be written (a full disk, a folder
+made read-only) is logged as a warning and the trial goes on without it. `turnbon
+report` reads both back (`turnbon_graph.bench.readers.harbor_jobs`). Harbor's own
+trajectory file, `agent/trajectory.json`, is `trajectory.py`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from turnbon_graph.bench.attempt import OBSERVATION_LIMIT
 from turnbon_graph.bench.running.runs import append_line
-from turnbon_graph.records import TurnRecord, UsageSplit
+from turnbon_graph.records import TurnRecord, Usage, UsageSplit
 
 if TYPE_CHECKING:
     from harbor.models.agent.context import AgentContext
@@ -31,11 +35,15 @@ OBSERVATION_TOOL = "terminal"
 """How a turn's observation is labelled in the turns file."""
 
 
+LOGGER = logging.getLogger(__name__)
+
+
 class TurnFile:
     """The trial's turns file: each turn appended once its observation is known."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, logger: logging.Logger | None = None) -> None:
         self.path = path
+        self.logger = logger or LOGGER
         self._pending: dict[str, Any] | None = None
 
     async def chosen(self, record: dict[str, Any]) -> None:
@@ -56,15 +64,30 @@ class TurnFile:
         pending, self._pending = self._pending, None
         if pending is not None:
             line = json.dumps(pending, ensure_ascii=False)
-            await asyncio.to_thread(append_line, self.path, line)
+            try:
+                await asyncio.to_thread(append_line, self.path, line)
+            except OSError as exc:
+                self.logger.warning(
+                    "could not write turn %s to %s (%s); the trial goes on without it",
+                    pending["record"].get("turn_id"),
+                    self.path,
+                    exc,
+                )
 
 
 class TurnTotals:
-    """The episode's tokens and cost so far, split generator/selector (Table 1)."""
+    """The episode's tokens and cost so far, split generator/selector (Table 1), and
+    the models they were spent on."""
 
-    def __init__(self, n: int, selector: str) -> None:
+    def __init__(
+        self, n: int, selector: str, model: str | None = None, selector_model: str | None = None
+    ) -> None:
         self.n = n
         self.selector = selector
+        self.model = model
+        """The generator's model (`-m`)."""
+        self.selector_model = selector_model or selector
+        """The model the selector's calls went to (its name when it has no one model)."""
         self.turns = 0
         self.usage = UsageSplit()
 
@@ -75,14 +98,40 @@ class TurnTotals:
             selector=self.usage.selector + record.usage.selector,
         )
 
+    def by_model(self) -> dict[str, Usage]:
+        """The tokens by the model they were spent on: the generator's under its model,
+        the selector's under the selector's (one entry when they are the same); a model
+        with no call is left out."""
+        spent: dict[str, Usage] = {}
+        for model, usage in (
+            (self.model, self.usage.generator),
+            (self.selector_model, self.usage.selector),
+        ):
+            if model and (usage.calls or usage.prompt_tokens or usage.completion_tokens):
+                spent[model] = spent.get(model, Usage()) + usage
+        return spent
+
     def fill(self, context: AgentContext) -> None:
         """Harbor's `AgentContext`: totals over generator and selector calls (what Harbor
-        sums per job), and the split under `metadata["turnbon"]`."""
+        sums per job), per model (`model_usage`, so Harbor does not book every token
+        under the generator's model from the trajectory), and the split under
+        `metadata["turnbon"]`."""
+        from harbor.models.agent.context import ModelUsage
+
         both = self.usage.total
         context.n_input_tokens = both.prompt_tokens
         context.n_output_tokens = both.completion_tokens
         context.n_cache_tokens = both.cached_tokens
         context.cost_usd = both.cost_usd
+        context.model_usage = {
+            model: ModelUsage(
+                n_input_tokens=usage.prompt_tokens,
+                n_cache_tokens=usage.cached_tokens,
+                n_output_tokens=usage.completion_tokens,
+                cost_usd=usage.cost_usd,
+            )
+            for model, usage in self.by_model().items()
+        }
         context.metadata = {
             **(context.metadata or {}),
             CONTEXT_KEY: {
@@ -92,3 +141,23 @@ class TurnTotals:
                 "usage": self.usage.model_dump(),
             },
         }
+
+
+def selector_model(selector: object) -> str | None:
+    """The model a selector's calls go to: an LLM selector's (`llm:`, `fusion:`,
+    `refine:`), an ensemble's when its judges share one; None for one that calls no model
+    (`first`, `random`, ...) or several.
+
+    Args:
+        selector: The turn engine's selector.
+
+    Returns:
+        The model's id, or None.
+    """
+    model = getattr(selector, "model", None)
+    if isinstance(model, str):
+        return model
+    judges = {getattr(judge, "model", None) for judge in getattr(selector, "judges", None) or []}
+    if len(judges) == 1 and isinstance(only := judges.pop(), str):
+        return only
+    return None

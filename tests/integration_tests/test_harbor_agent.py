@@ -38,6 +38,8 @@ TASKS = Path(__file__).parent / "harbor_tasks"
 BIN = Path(sys.executable).parent
 BASE_IMAGE = "localhost/turnbon-bookworm:latest"
 N = 4
+SELECTOR_MODEL = "openai/judge"
+"""The selector's own model (on the same stub), so its tokens are booked apart."""
 GENERATOR_USAGE = {"prompt_tokens": 900, "completion_tokens": 240, "total_tokens": 1140}
 SELECTOR_USAGE = {"prompt_tokens": 500, "completion_tokens": 20, "total_tokens": 520}
 CONFIRM = "Are you sure you want to mark the task as complete?"
@@ -129,12 +131,15 @@ def needs_podman() -> None:
 
 @pytest.fixture(scope="module")
 def job(harbor_stub: StubServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One Harbor job: the three tasks, one trial each, three at once."""
+    """One Harbor job: the three tasks, one trial each, three at once; the selector on a
+    model of its own."""
     needs_podman()
     jobs = tmp_path_factory.mktemp("jobs")
+    selector_kwargs = json.dumps({"api_base": harbor_stub.base_url})
     done = harbor(
         "run", "-p", str(TASKS), "-e", "podman", "-a", "turnbon_harbor:TurnBoNAgent",
         "-m", "openai/stub", "--ak", f"api_base={harbor_stub.base_url}", "--ak", f"n={N}",
+        "--ak", f"selector={SELECTOR_MODEL}", "--ak", f"selector_kwargs={selector_kwargs}",
         "--ak", "seed=7", "-o", str(jobs), "--job-name", "turnbon", "-n", "3", "-y",
         cwd=jobs,
     )  # fmt: skip
@@ -245,8 +250,24 @@ def test_the_trial_has_harbors_trajectory_one_step_a_turn(job: Path) -> None:
     assert read.final_metrics.total_prompt_tokens == context["n_input_tokens"] == 2 * 900 + 500
     assert read.final_metrics.total_completion_tokens == context["n_output_tokens"]
     assert read.final_metrics.total_steps == 3
-    # Harbor itself read the file: the per-model usage in result.json comes from it
-    assert context["model_usage"]["openai/stub"]["n_input_tokens"] == 2 * 900 + 500
+
+
+def test_the_selectors_tokens_are_booked_under_the_selectors_model(job: Path) -> None:
+    usage = result(job, "hello-file")["agent_result"]["model_usage"]
+    # two turns of the generator's, one selector call (echo and printf differed)
+    assert usage == {
+        "openai/stub": {
+            "n_input_tokens": 2 * 900, "n_cache_tokens": 0, "n_output_tokens": 2 * 240,
+            "cost_usd": None,
+        },
+        SELECTOR_MODEL: {
+            "n_input_tokens": 500, "n_cache_tokens": 0, "n_output_tokens": 20,
+            "cost_usd": None,
+        },
+    }  # fmt: skip
+    # a turn the candidates agreed on asks no selector: its model is not booked
+    greeting = result(job, "greeting-file")["agent_result"]["model_usage"]
+    assert list(greeting) == ["openai/stub"]
 
 
 def test_an_agent_timeout_leaves_the_trajectory_so_far(job: Path) -> None:
@@ -264,17 +285,26 @@ def test_no_key_reaches_a_record(job: Path) -> None:
             assert key not in path.read_text(errors="replace"), path
 
 
-def test_turnbon_report_reads_the_job_folder(job: Path, tmp_path: Path) -> None:
+def turnbon_report(job: Path, out: Path) -> str:
+    """`turnbon report JOB` as a user runs it: the report's Markdown."""
     done = subprocess.run(
-        [str(BIN / "turnbon"), "report", str(job), "--out", str(tmp_path)],
+        [str(BIN / "turnbon"), "report", str(job), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    report = (tmp_path / "report.md").read_text()
+    return (out / "report.md").read_text()
+
+
+def test_turnbon_report_reads_the_job_folder(job: Path, tmp_path: Path) -> None:
+    report = turnbon_report(job, tmp_path)
     # 1 of 3 passed: hello-file; greeting-file wrong, slow-task out of time
     assert "| N=4 | 3 | 1 | 33.3% |" in report
+    assert "| Settings | N=4 |" in report and "| Model | `openai/stub` |" in report
+    assert f"| Selector | `llm:{SELECTOR_MODEL}` |" in report
+    assert "| Episodes | 3 of 3 trials (Harbor finished the job) |" in report
+    assert "Partial" not in report and "turnbon bench" not in report
     table1 = report.split("## Cost (Table 1)")[1].split("\n## ")[0]
     # per attempt: turns (2 + 2 + 1) / 3; output tokens of the generator, 240 a turn:
     # (480 + 480 + 240) / 3, and of the selector, 20 / 3
@@ -301,3 +331,122 @@ def test_a_mistake_is_refused_before_any_container_starts(
     assert said in " ".join((done.stdout + done.stderr).split())
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "jobs").exists()
+
+
+@pytest.fixture(scope="module")
+def oracle_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A job of Harbor's oracle agent (it runs each task's solution): no model, no N."""
+    needs_podman()
+    jobs = tmp_path_factory.mktemp("oracle-jobs")
+    done = harbor(
+        "run", "-p", str(TASKS), "-e", "podman", "-a", "oracle", "-o", str(jobs),
+        "--job-name", "oracle", "-n", "3", "-y", cwd=jobs,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return jobs / "oracle"
+
+
+def test_turnbon_report_of_an_oracle_job_invents_no_setting(
+    oracle_job: Path, tmp_path: Path
+) -> None:
+    report = turnbon_report(oracle_job, tmp_path)
+    assert "| Settings | oracle |" in report
+    assert "| Model | oracle: no model |" in report
+    assert "| Episodes | 3 of 3 trials (Harbor finished the job) |" in report
+    assert "Partial" not in report and "turnbon bench" not in report
+    assert "| oracle | 3 | 3 | 100.0% |" in report  # the solutions pass their tests
+
+
+def a_totals() -> Any:
+    from turnbon_harbor.turn_log import TurnTotals
+
+    return TurnTotals(N, "llm:openai/stub", model="openai/stub")
+
+
+async def test_a_turns_file_that_cannot_be_written_is_logged_and_the_trial_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from turnbon_harbor.turn_log import TurnFile
+
+    path = tmp_path / "agent" / "turns.jsonl"
+    path.mkdir(parents=True)  # in the file's way (a read-only folder binds no root)
+    turns = TurnFile(path)
+    await turns.chosen({"turn_id": "t1"})
+    with caplog.at_level("WARNING"):
+        await turns.observed("$ ls")  # no exception: the turn goes on
+    assert "could not write turn t1" in caplog.text and "goes on" in caplog.text
+    path.rmdir()
+    await turns.chosen({"turn_id": "t2"})
+    await turns.close()
+    assert [json.loads(line)["record"]["turn_id"] for line in path.read_text().splitlines()] == [
+        "t2"
+    ]
+
+
+async def test_a_trajectory_that_cannot_be_written_is_logged_and_the_trial_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from harbor.models.trajectories import Agent
+
+    from turnbon_harbor.trajectory import TrajectoryFile
+
+    path = tmp_path / "trajectory.json"
+    (path / "in-the-way").mkdir(parents=True)  # replacing it fails, as a full disk would
+    agent = Agent(name="turnbon", version="0", model_name="openai/stub")
+    trajectory = TrajectoryFile(path, agent, a_totals(), "session")
+    with caplog.at_level("WARNING"):
+        await trajectory.prompt("the task")  # no exception: the trial goes on
+    assert "could not write the trajectory" in caplog.text
+    assert os.listdir(tmp_path) == ["trajectory.json"]  # no temporary file left
+    (path / "in-the-way").rmdir()
+    path.rmdir()
+    await trajectory.observed("nothing yet")  # a user step: nothing to add, still written
+    await trajectory.write()
+    assert json.loads(path.read_text())["steps"][0]["message"] == "the task"
+
+
+def test_the_selectors_usage_is_booked_under_its_own_model() -> None:
+    from harbor.models.agent.context import AgentContext
+
+    from turnbon_graph.records import TurnRecord, Usage, UsageSplit
+    from turnbon_harbor.turn_log import TurnTotals
+
+    totals = TurnTotals(N, "llm:openai/judge", model="openai/stub", selector_model="openai/judge")
+    record = TurnRecord.model_construct(
+        usage=UsageSplit(
+            generator=Usage(calls=1, prompt_tokens=900, completion_tokens=240, cost_usd=0.5),
+            selector=Usage(calls=1, prompt_tokens=500, completion_tokens=20, cost_usd=0.25),
+        )
+    )
+    totals.add(record)
+    context = AgentContext()
+    totals.fill(context)
+    assert context.model_usage is not None
+    usage = {m: u.model_dump() for m, u in context.model_usage.items()}
+    assert usage == {
+        "openai/stub": {
+            "n_input_tokens": 900, "n_cache_tokens": 0, "n_output_tokens": 240, "cost_usd": 0.5,
+        },
+        "openai/judge": {
+            "n_input_tokens": 500, "n_cache_tokens": 0, "n_output_tokens": 20, "cost_usd": 0.25,
+        },
+    }  # fmt: skip
+    assert context.n_input_tokens == 1400  # Harbor's totals: both
+    # the default selector, on the generator's model: one entry, both summed
+    same = TurnTotals(N, "llm:openai/stub", model="openai/stub", selector_model="openai/stub")
+    same.add(record)
+    same.fill(context)
+    assert context.model_usage is not None
+    assert context.model_usage["openai/stub"].n_input_tokens == 1400
+    assert list(context.model_usage) == ["openai/stub"]
+
+
+def test_the_selectors_model_is_the_one_its_calls_go_to() -> None:
+    from turnbon_graph.selectors import EnsembleSelector, FirstSelector, LLMSelector
+    from turnbon_harbor.turn_log import selector_model
+
+    assert selector_model(LLMSelector("openai/judge")) == "openai/judge"
+    assert selector_model(FirstSelector()) is None
+    judges = [LLMSelector("openai/a"), LLMSelector("openai/a")]
+    assert selector_model(EnsembleSelector(judges)) == "openai/a"
+    assert selector_model(EnsembleSelector([LLMSelector("a/x"), LLMSelector("b/y")])) is None

@@ -5,7 +5,13 @@ The fixture is a real job, trimmed: `harbor run -p tests/integration_tests/harbo
 model of tests/integration_tests/test_harbor_agent.py (hello-file right, greeting-file
 wrong, slow-task past its agent timeout), with the trial logs, panes and artifacts left
 out, tracebacks cut to their last line, paths made relative to the repository, and the
-result.json of one greeting-file trial removed: a trial harbor was killed in.
+result.json of one greeting-file trial removed: a trial harbor was killed in (the job's
+result.json made as a killed harbor leaves it: `finished_at` unset, one trial running).
+
+`AGENTS` is another real job, trimmed the same way (its trial logs, panes, trajectories
+and artifacts left out): `harbor run -c job.json` of three agents on hello-file and
+greeting-file, one attempt each, under Podman: the Turn-BoN agent on the stub model
+(`--ak n=4`), Harbor's oracle (runs each task's solution) and nop (does nothing).
 """
 
 from __future__ import annotations
@@ -16,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from turnbon_graph.bench.readers.harbor_jobs import is_job_folder, read_job
+from turnbon_graph.bench.readers.harbor_jobs import JobSettings, is_job_folder, read_job
 from turnbon_graph.bench.report.format import DASH
 from turnbon_graph.bench.report.writer import write_report
 from turnbon_graph.bench.running.runs import SETTINGS_FILE
 
 JOB = Path(__file__).parent / "data" / "harbor-job"
+AGENTS = Path(__file__).parent / "data" / "harbor-agents-job"
 ROOT = Path(__file__).parents[2]
 
 
@@ -104,6 +111,7 @@ def test_another_agents_trials_are_a_setting_of_their_own(job: Path) -> None:
     path = trial(job, "hello-file") / "result.json"
     result = json.loads(path.read_text())
     result["agent_info"]["name"] = "terminus-2"
+    result["config"]["agent"] = {"name": "terminus-2", "model_name": "openai/stub"}
     result["agent_result"]["metadata"] = None
     path.write_text(json.dumps(result))
     (path.parent / "agent" / "turns.jsonl").unlink()
@@ -112,6 +120,78 @@ def test_another_agents_trials_are_a_setting_of_their_own(job: Path) -> None:
     assert (other.setting, other.n, other.outcome) == ("terminus-2 openai/stub", 1, "pass")
     assert other.usage.generator.prompt_tokens == 2300  # Harbor's totals, all generator
     assert other.usage.selector.calls == 0
+
+
+def test_a_jobs_settings_are_its_agents_as_it_ran_them() -> None:
+    settings, episodes = read_job(AGENTS)
+    # one per agent of the job's config, in its order; the oracle and nop have no N
+    assert isinstance(settings, JobSettings)
+    assert settings.labels == ["N=4", "oracle", "nop"]
+    assert settings.agent_models == {"N=4": "openai/stub", "oracle": None, "nop": None}
+    assert [s.label for s in settings.settings()] == ["N=4", "oracle", "nop"]
+    assert (settings.model, settings.selector) == ("openai/stub", "llm:openai/stub")
+    assert settings.n_values == [4] and settings.trials == 1
+    assert settings.total_trials == 6 and settings.complete
+    by = {(e.setting, e.task): e.outcome for e in episodes}
+    assert by == {
+        ("N=4", "hello-file"): "pass",
+        ("N=4", "greeting-file"): "wrong_submission",
+        ("oracle", "hello-file"): "pass",
+        ("oracle", "greeting-file"): "pass",
+        ("nop", "hello-file"): "wrong_submission",
+        ("nop", "greeting-file"): "wrong_submission",
+    }
+
+
+def test_a_job_of_several_models_names_each_setting_by_its_model(job: Path) -> None:
+    config = json.loads((job / "config.json").read_text())
+    (agent,) = config["agents"]
+    config["agents"] = [agent, {**agent, "model_name": "openai/other"}]
+    (job / "config.json").write_text(json.dumps(config))
+    settings, episodes = read_job(job)
+    assert settings.labels == ["N=4 openai/stub", "N=4 openai/other"]
+    assert settings.model == "openai/other, openai/stub"
+    assert {e.setting for e in episodes} == {"N=4 openai/stub"}
+
+
+def test_an_oracle_job_reports_its_agent_and_is_complete(tmp_path: Path) -> None:
+    report = write_report(AGENTS, tmp_path).read_text()
+    summary = report.split("## Pass rate")[0]
+    assert "| Settings | N=4, oracle, nop |" in summary
+    assert "| Model | N=4: `openai/stub`, oracle: no model, nop: no model |" in summary
+    assert "| Episodes | 6 of 6 trials (Harbor finished the job) |" in summary
+    assert "unknown" not in summary  # no invented N=1 setting above, no missing model
+    assert "Partial" not in report and "turnbon bench" not in report
+    assert "| oracle | 2 | 2 | 100.0% |" in report
+    assert "| nop | 2 | 0 | 0.0% |" in report
+
+
+def test_a_job_harbor_finished_is_never_partial(job: Path, tmp_path: Path) -> None:
+    # a trial cancelled in a job Harbor went on to finish: left out, the job complete
+    summary = json.loads((job / "result.json").read_text())
+    summary["finished_at"] = summary["updated_at"]
+    (job / "result.json").write_text(json.dumps(summary))
+    report = write_report(job, tmp_path).read_text()
+    assert "| Episodes | 5 of 6 trials (Harbor finished the job) |" in report
+    assert "Partial" not in report and "resume" not in report
+
+
+def test_a_job_whose_every_trial_has_its_result_is_complete(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(AGENTS, job)
+    (job / "result.json").unlink()  # Harbor's own summary lost: the trials tell
+    settings, _ = read_job(job)
+    assert settings.complete and settings.total_trials == 6
+    (trial(job, "hello-file", 1) / "result.json").unlink()
+    settings, _ = read_job(job)
+    assert not settings.complete
+
+
+def test_a_job_harbor_was_stopped_in_resumes_in_harbor(tmp_path: Path) -> None:
+    report = write_report(JOB, tmp_path).read_text()
+    assert "> **Partial run:** 5 of 6 episodes have finished (N=4 5/6)." in report
+    assert f"`harbor job resume -p {JOB}`" in report
+    assert "turnbon bench" not in report
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,16 @@
                                              one `{"record", "observation"}` line each
     JOB/<task>__<id>/verifier/test-stdout.txt  what the task's tests printed
 
-Each finished trial becomes an `EpisodeResult`: its setting `N=<n>` from the agent's
-`--ak n` (another agent's trials are a setting named after the agent), its trials of a
-task numbered in the order they started, its outcome the paper's (`ENDINGS`): the reward
-decides pass or wrong_submission only for a trial that ended on its own, as in a
-`turnbon bench` run; a trial Harbor cancelled (Ctrl-C) is unfinished, as a killed one.
+The job's settings are its agents as it ran them (`agents` in its config.json, one per
+agent and model): the Turn-BoN agent's is `N=<n>` from its `--ak n` (with the model when
+the job ran several), another agent's is named after it and its model (`oracle`, `nop`,
+`terminus-2 openai/gpt-4o`), with no N: none is an invented baseline. Each finished trial
+becomes an `EpisodeResult` of its agent's setting, its trials of a task numbered in the
+order they started, its outcome the paper's (`ENDINGS`): the reward decides pass or
+wrong_submission only for a trial that ended on its own, as in a `turnbon bench` run; a
+trial Harbor cancelled (Ctrl-C) is unfinished, as a killed one. A job Harbor finished
+(its result.json has `finished_at`), or whose every trial has its result.json, is
+complete; one Harbor was stopped in resumes with `harbor job resume -p JOB`.
 This reads the JSON Harbor 0.26 writes and never imports Harbor.
 """
 
@@ -26,8 +31,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from turnbon_graph.bench.environment import Outcome
-from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings, setting_label
+from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings, Setting, setting_label
+from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.records import TurnRecord, Usage, UsageSplit
 
 CONFIG_FILE = "config.json"
@@ -38,6 +46,8 @@ OUTPUT_TAIL = 4000
 """Characters of the tests' output kept (their end), as a run folder keeps."""
 TURNBON_AGENT = "turnbon"
 """The Turn-BoN agent's name in a trial's `agent_info` (`TurnBoNAgent.name()`)."""
+TURNBON_PACKAGE = "turnbon_harbor"
+"""The package of the Turn-BoN agent, as `-a turnbon_harbor:TurnBoNAgent` names it."""
 DEFAULT_N = 4
 """`TurnConfig.n`'s default: the agent's N when `--ak n` was not given."""
 PASSING_REWARD = 1.0
@@ -58,52 +68,101 @@ UNFINISHED = frozenset({"CancelledError"})
 """Trials Harbor stopped without an ending: left out, as episodes a kill interrupted."""
 
 
+RESUME = "harbor job resume -p {job}"
+"""How Harbor resumes a job it was stopped in (its trials without a result run again)."""
+
+
+class JobSettings(RunSettings):
+    """A Harbor job's settings as it ran them: one per agent (and model) of its config,
+    never strategies times N values; whether Harbor finished it."""
+
+    labels: list[str]
+    """The settings, in the job's order of its agents."""
+    agent_models: dict[str, str | None]
+    """Each setting's model (`-m`), None for an agent that calls none (oracle, nop)."""
+    total_trials: int
+    """Trials the job runs over every setting (Harbor's `n_total_trials`)."""
+    complete: bool
+    """Harbor finished the job, or every trial of it has its result.json."""
+    label_n: dict[str, int] = Field(default_factory=dict)
+    """The Turn-BoN agent's N of each of its settings."""
+
+    def settings(self) -> list[Setting]:
+        """The job's settings (plain sampling, at the Turn-BoN agent's N; 1 for others)."""
+        return [Setting(StrategySpec(), self.label_n.get(s, 1), s) for s in self.labels]
+
+    def resume_hint(self, job: Path) -> str:
+        """The command that resumes the job in Harbor."""
+        return RESUME.format(job=job)
+
+
 def is_job_folder(path: Path) -> bool:
     """Whether `path` is a Harbor job folder (its config.json names a job)."""
     config = read_json(path / CONFIG_FILE)
     return isinstance(config, dict) and "job_name" in config
 
 
-def read_job(job: Path) -> tuple[RunSettings, list[EpisodeResult]]:
-    """The job as a run: its settings as `turnbon bench` would have written them, and
-    one episode per finished trial."""
+def read_job(job: Path) -> tuple[JobSettings, list[EpisodeResult]]:
+    """The job as a run: its settings as it ran them, and one episode per finished
+    trial."""
+    config = read_json(job / CONFIG_FILE)
+    config = config if isinstance(config, dict) else {}
     trials = [t for t in sorted(job.iterdir()) if isinstance(read_json(t / CONFIG_FILE), dict)]
-    finished = [(t, r) for t in trials if isinstance(r := read_json(t / RESULT_FILE), dict)]
+    agents = job_agents(config, trials)
+    several = len({a.get("model_name") for a in agents if a.get("model_name")}) > 1
+    results = [(t, read_json(t / RESULT_FILE)) for t in trials]
+    finished = [(t, r) for t, r in results if isinstance(r, dict)]
     finished = [(t, r) for t, r in finished if exception_type(r) not in UNFINISHED]
     finished.sort(key=lambda tr: (str(tr[1].get("started_at") or ""), tr[0].name))
     episodes: list[EpisodeResult] = []
     counts: dict[tuple[str, str], int] = defaultdict(int)
     for folder, result in finished:
-        n, setting = agent_setting(result)
+        n, setting = agent_setting((result.get("config") or {}).get("agent") or {}, several)
         task = str(result.get("task_name") or trial_task(folder))
         trial = counts[(setting, task)]
         counts[(setting, task)] += 1
         episodes.append(episode(folder, result, task, trial, n, setting))
-    selectors = {selector_of(r) for _, r in finished}
-    return job_settings(job, trials, episodes, selectors), episodes
-
-
-def job_settings(
-    job: Path, trials: list[Path], episodes: list[EpisodeResult], selectors: set[str]
-) -> RunSettings:
-    """What the job ran: its environment type, models, selectors, N values, tasks (every
-    trial folder's, finished or not) and attempts per task."""
+    summary = read_json(job / RESULT_FILE)
+    summary = summary if isinstance(summary, dict) else {}
+    total = int(summary.get("n_total_trials") or len(trials))
+    every_result = all(isinstance(r, dict) for _, r in results) and len(trials) >= total
+    # the selector each Turn-BoN trial reported, else what the job's config asked for
+    selectors = {s for _, r in finished if (s := selector_of(r))}
+    selectors = selectors or {s for a in agents if (s := selector_of_agent(a))}
+    settings = [agent_setting(a, several) for a in agents]
+    turnbon = [ns for a, ns in zip(agents, settings, strict=True) if is_turnbon(a)]
     configs = [c for t in trials if isinstance(c := read_json(t / CONFIG_FILE), dict)]
-    agents = [c.get("agent") or {} for c in configs]
-    engines = sorted({str((c.get("environment") or {}).get("type")) for c in configs})
-    models = sorted({str(a.get("model_name")) for a in agents if a.get("model_name")})
-    config = read_json(job / CONFIG_FILE)
-    attempts = config.get("n_attempts", 1) if isinstance(config, dict) else 1
-    started = read_json(job / RESULT_FILE)
-    return RunSettings(
+    engines = sorted({str((c.get("environment") or {}).get("type")) for c in configs or [config]})
+    models = sorted({str(a["model_name"]) for a in agents if a.get("model_name")})
+    attempts = int(config.get("n_attempts") or 1)
+    return JobSettings(
         environment=f"Harbor ({', '.join(engines)})",
-        model=", ".join(models) or "unknown",
-        selector=", ".join(sorted(selectors)) or "unknown",
-        n_values=sorted({e.n for e in episodes}),
-        trials=max(int(attempts), max((e.trial + 1 for e in episodes), default=0)),
+        model=", ".join(models) or "none",
+        selector=", ".join(sorted(selectors)) or "none",
+        n_values=sorted({n for n, _ in turnbon}),
+        trials=max(attempts, max((e.trial + 1 for e in episodes), default=0)),
         tasks=sorted({trial_task(t) for t in trials}),
-        created=str(started.get("started_at", "")) if isinstance(started, dict) else "",
-    )
+        created=str(summary.get("started_at") or ""),
+        labels=list(dict.fromkeys(label for _, label in settings)),
+        agent_models={
+            label: a.get("model_name") or None
+            for a, (_, label) in zip(agents, settings, strict=True)
+        },
+        label_n={label: n for n, label in turnbon},
+        total_trials=total,
+        complete=bool(summary.get("finished_at")) or every_result,
+    ), episodes
+
+
+def job_agents(config: Mapping[str, Any], trials: list[Path]) -> list[dict[str, Any]]:
+    """The agents the job runs, in its order (`agents` of its config.json: one per agent
+    and `-m` model); without them, those its trials ran."""
+    agents = [a for a in config.get("agents") or [] if isinstance(a, dict)]
+    if agents:
+        return agents
+    configs = [c for t in trials if isinstance(c := read_json(t / CONFIG_FILE), dict)]
+    ran = [c["agent"] for c in configs if isinstance(c.get("agent"), dict)]
+    return list({json.dumps(a, sort_keys=True): a for a in ran}.values())
 
 
 def episode(
@@ -134,25 +193,50 @@ def episode(
     )
 
 
-def agent_setting(result: Mapping[str, Any]) -> tuple[int, str]:
-    """The trial's N and setting label: `N=<n>` for the Turn-BoN agent, the agent's
-    name (with its model when it has one) for any other agent, which samples once."""
-    agent = (result.get("config") or {}).get("agent") or {}
-    name = (result.get("agent_info") or {}).get("name") or agent.get("name") or "agent"
-    if name == TURNBON_AGENT:
-        n = (agent.get("kwargs") or {}).get("n", DEFAULT_N)
-        return int(n), setting_label(int(n))
+def agent_setting(agent: Mapping[str, Any], several_models: bool = False) -> tuple[int, str]:
+    """An agent config's N and setting label: `N=<n>` for the Turn-BoN agent (its `--ak
+    n`, with the model after it when the job ran several), the agent's name with its
+    model when it has one for any other agent, which samples once (`oracle`, `nop`)."""
     model = agent.get("model_name")
-    return 1, f"{name} {model}" if model else str(name)
+    if is_turnbon(agent):
+        n = int((agent.get("kwargs") or {}).get("n", DEFAULT_N))
+        label = setting_label(n)
+        return n, f"{label} {model}" if several_models and model else label
+    name = agent_name(agent)
+    return 1, f"{name} {model}" if model else name
 
 
-def selector_of(result: Mapping[str, Any]) -> str:
-    """The selector the Turn-BoN agent reported (`llm:<model>`, `first`, ...); another
-    agent's name."""
+def agent_name(agent: Mapping[str, Any]) -> str:
+    """The agent of an agent config: Harbor's name for it (`oracle`, `terminus-2`), else
+    its import path (`package.module:Class`)."""
+    return str(agent.get("name") or agent.get("import_path") or "agent")
+
+
+def is_turnbon(agent: Mapping[str, Any]) -> bool:
+    """Whether an agent config runs the Turn-BoN agent (`-a turnbon_harbor:TurnBoNAgent`)."""
+    name = agent_name(agent)
+    return name == TURNBON_AGENT or name.partition(":")[0].split(".")[0] == TURNBON_PACKAGE
+
+
+def selector_of_agent(agent: Mapping[str, Any]) -> str | None:
+    """The Turn-BoN agent's selector as its config gives it (`--ak selector=...`), else
+    the default, the LLM selector on its model; None for another agent."""
+    if not is_turnbon(agent):
+        return None
+    chosen = (agent.get("kwargs") or {}).get("selector")
+    if chosen:
+        return str(chosen)
+    model = agent.get("model_name")
+    return f"llm:{model}" if model else None
+
+
+def selector_of(result: Mapping[str, Any]) -> str | None:
+    """The selector a Turn-BoN trial reported (`llm:<model>`, `first`, ...); None for
+    another agent's."""
     own = ((result.get("agent_result") or {}).get("metadata") or {}).get(TURNBON_AGENT)
     if isinstance(own, dict) and own.get("selector"):
         return str(own["selector"])
-    return str((result.get("agent_info") or {}).get("name") or "unknown")
+    return None
 
 
 def ending(result: Mapping[str, Any]) -> tuple[Outcome, str | None]:

@@ -162,7 +162,10 @@ def setting_order(results: Iterable[EpisodeResult], settings: RunSettings | None
     """The run's settings strategy by strategy (as it ran them), each by N (baseline
     first), then any others found in the episodes."""
     keys: dict[str, tuple[int, int, str]] = {}
-    if settings is not None:
+    if isinstance(settings, harbor_jobs.JobSettings):
+        # a Harbor job's agents, in its order: no strategy, no baseline of its own
+        keys = {label: (at, 0, label) for at, label in enumerate(settings.labels)}
+    elif settings is not None:
         specs = settings.specs
         for setting in settings.settings():
             # The N=1 baseline a search run adds is none of its strategies: it goes first.
@@ -206,12 +209,7 @@ def render_report(
     lines = [f"# Turn-BoN run report: `{run_dir.name}`", ""]
     lines += _summary(run_dir, settings, results, order, baseline)
     if not results:
-        lines += [
-            "**No finished episodes yet.** Start or resume the run with the same "
-            f"`turnbon bench` arguments and `--run {run_dir}`, then run "
-            f"`turnbon report {run_dir}` again.",
-            "",
-        ]
+        lines += [f"**No finished episodes yet.** {_resume(run_dir, settings)}", ""]
         return "\n".join(lines)
     if plots_note:
         lines += [f"> {plots_note}", ""]
@@ -264,7 +262,7 @@ def _summary(
     rows = [
         ("Run folder", f"`{run_dir}`"),
         ("Environment", settings.environment if settings else "unknown (no run.json)"),
-        ("Model", f"`{settings.model}`" if settings else "unknown"),
+        ("Model", _models(settings)),
         ("Selector", f"`{settings.selector}`" if settings else "unknown"),
     ]
     if settings is not None and settings.agent is not None:  # no model, no selector
@@ -274,23 +272,57 @@ def _summary(
         ("Tasks", str(len(tasks))),
         ("Trials", str(trials)),
     ]
+    job = settings if isinstance(settings, harbor_jobs.JobSettings) else None
     expected = len(tasks) * trials * len(order) if settings else None
+    per = len(tasks) * trials
+    if job is not None:  # Harbor's own count: every agent runs every task's attempts
+        expected = job.total_trials
+        per = job.total_trials // max(len(job.labels), 1)
     finished = len(results)
-    rows.append(("Episodes", f"{finished} of {expected} finished" if expected else str(finished)))
+    episodes = f"{finished} of {expected} finished" if expected else str(finished)
+    if job is not None and job.complete:
+        episodes = f"{finished} of {expected} trials (Harbor finished the job)"
+    rows.append(("Episodes", episodes))
     if settings and settings.created:
         rows.append(("Started", settings.created))
     lines = ["## Summary", "", *table(["", ""], rows, left=2), ""]
-    if expected and 0 < finished < expected:
+    if expected and 0 < finished < expected and not (job is not None and job.complete):
         groups = metrics.by_setting(results)
-        per = len(tasks) * trials
         missing = ", ".join(
             f"{s} {len(groups.get(s, []))}/{per}" for s in order if len(groups.get(s, [])) < per
         )
         lines += [
             f"> **Partial run:** {finished} of {expected} episodes have finished ({missing}). "
             "The numbers below cover only those; pass@k and consistency stop at the fewest "
-            "trials any task has. Resume with the same `turnbon bench` arguments and "
-            f"`--run {run_dir}`.",
+            f"trials any task has. {_resume(run_dir, settings)}",
             "",
         ]
     return lines
+
+
+def _models(settings: RunSettings | None) -> str:
+    """The summary's model: the run's; a Harbor job's, setting by setting when its
+    agents differ (an agent that calls no model, oracle or nop, has none)."""
+    if settings is None:
+        return "unknown"
+    if not isinstance(settings, harbor_jobs.JobSettings):
+        return f"`{settings.model}`"
+    models = settings.agent_models
+    if len(set(models.values())) == 1 and None not in models.values():
+        return f"`{settings.model}`"
+    return ", ".join(
+        f"{label}: `{model}`" if model else f"{label}: no model" for label, model in models.items()
+    )
+
+
+def _resume(run_dir: Path, settings: RunSettings | None) -> str:
+    """How the run goes on: a Harbor job in Harbor, a run with `turnbon bench`."""
+    if isinstance(settings, harbor_jobs.JobSettings):
+        return (
+            f"Harbor resumes the job with `{settings.resume_hint(run_dir)}`; then run "
+            f"`turnbon report {run_dir}` again."
+        )
+    return (
+        f"Start or resume the run with the same `turnbon bench` arguments and "
+        f"`--run {run_dir}`, then run `turnbon report {run_dir}` again."
+    )
