@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from turnbon_graph.bench.environment import TaskSpec
 from turnbon_graph.errors import ConfigurationError
@@ -98,6 +98,8 @@ class TerminalEnvironment:
         image: str = DEFAULT_IMAGE,
         force_build: bool = False,
     ) -> None:
+        # What it is made with, as given: what it pickles as (`__reduce__`).
+        self._made_with = {k: v for k, v in locals().items() if k != "self"}
         if sandbox is not None and sandbox not in SANDBOX_CHOICES:
             raise ConfigurationError(
                 f"sandbox must be one of {', '.join(SANDBOX_CHOICES)} or None (each task "
@@ -210,7 +212,24 @@ class TerminalEnvironment:
         """
         task = inline_task(instruction, workdir=workdir, max_turns=max_turns)
         self._tasks[task.id] = task
+        self._inline = True
         return task.spec
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickles as the arguments it was made with, so a Ray worker (or any process)
+        rebuilds it with live parts of its own (the sandbox host, the engine): the task
+        folders must be at the same paths there.
+
+        Raises:
+            TypeError: it has an inline task (`add_instruction`), which lives in a
+                temporary folder of this process only.
+        """
+        if getattr(self, "_inline", False):
+            raise TypeError(
+                "a TerminalEnvironment with an inline task (add_instruction) cannot go to "
+                "another process: write the task as a task folder and pass its path"
+            )
+        return _rebuilt, (self._made_with,)
 
     def task_cpus(self, task_id: str) -> float:
         """The CPUs a task asks (`[environment] cpus`), for the run's core check
@@ -313,6 +332,11 @@ def _host_tasks(tasks: list[TerminalTask], sandbox: str, *, skip: bool) -> list[
             raise DockerRequiredError(message)
         warnings.warn(f"skipped: {message}", DockerTaskSkipped, stacklevel=3)
     return kept
+
+
+def _rebuilt(made_with: dict[str, Any]) -> TerminalEnvironment:
+    """A `TerminalEnvironment` made again from its arguments (unpickling)."""
+    return TerminalEnvironment(**made_with)
 
 
 def environment(

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,14 +20,17 @@ from typing import Any
 
 import pytest
 
+from tests.container_tasks import needs_podman, tb2_task
 from tests.counter_env import CounterEnvironment
 from tests.helpers import episode_lines, requests_in_flight
 from tests.integration_tests.test_runner import config, counting_model
 from turnbon_graph.bench.running.limits import SlotBook
 from turnbon_graph.bench.running.ray_runner import RayOptions, RegisteredEnvironment
-from turnbon_graph.bench.running.runner import run_benchmark
+from turnbon_graph.bench.running.runner import BenchConfig, run_benchmark
 from turnbon_graph.bench.running.runs import EPISODES_FILE, EpisodeResult, read_episodes, read_turns
+from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.testing import StubResponse, StubServer
+from turnbon_terminal import TerminalEnvironment
 
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
@@ -501,3 +505,42 @@ def test_turnbon_rollouts_ray_with_a_worker_killed_mid_run_reports_every_episode
     assert sorted(r.task for r in reports) == sorted(tasks)  # each once, none lost
     # The two first workers and the one that replaced the killed one.
     assert len({r.worker.pid for r in reports if r.worker}) >= 3
+
+
+@needs_ray
+@needs_podman
+async def test_a_terminal_environment_goes_to_the_workers_as_its_settings(
+    ray_instance: Any, tmp_path: Path
+) -> None:
+    # Passed as the object (not RegisteredEnvironment): it pickles as its arguments and
+    # each worker rebuilds it, its sandbox host and engine its own; both workers start
+    # containers of one image, built once.
+    tasks = tmp_path / "tasks"
+    tb2_task(tasks, "hello-a")
+    tb2_task(tasks, "hello-b")
+    environment = TerminalEnvironment(tasks, command_timeout=30)
+    environment.tasks()
+    config = BenchConfig(model="oracle", agent="oracle", n_values=[1], concurrency=2)
+    async with asyncio.timeout(BOUND_S):
+        rows = await run_benchmark(
+            environment, config, tmp_path / "run", progress=False, ray=RayOptions(workers=2)
+        )
+    assert sorted((r.task, r.setting, r.outcome, r.reward) for r in rows) == [
+        ("hello-a", "oracle", "pass", 1.0),
+        ("hello-b", "oracle", "pass", 1.0),
+    ]
+    assert all(r.worker is not None and r.worker.pid != os.getpid() for r in rows)
+
+
+@needs_ray
+async def test_an_environment_that_cannot_pickle_is_refused_before_ray_starts(
+    tmp_path: Path,
+) -> None:
+    environment = CounterEnvironment(TARGETS)
+    environment.guard = threading.Lock()  # type: ignore[attr-defined]
+    config = BenchConfig(model="oracle", agent="oracle", n_values=[1])
+    with pytest.raises(
+        ConfigurationError, match=r"cannot go to Ray workers .*RegisteredEnvironment"
+    ):
+        await run_benchmark(environment, config, tmp_path / "run", progress=False, ray="local")
+    assert not (tmp_path / "run").exists()  # nothing written, Ray never started

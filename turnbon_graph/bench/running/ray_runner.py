@@ -193,6 +193,7 @@ async def run_on_ray(
     """`run_benchmark` on Ray workers (see the module); every episode result of the run."""
     options = ray if isinstance(ray, RayOptions) else RayOptions(address=ray)
     ray_module = import_ray()
+    await asyncio.to_thread(refuse_unpicklable, ray_module, environment)
     plan = plan_run(environment, config, run_dir, tasks)
     if not plan.todo:
         return read_episodes(run_dir)
@@ -240,6 +241,25 @@ async def connect(ray: Any, address: str) -> bool:
         kwargs["num_cpus"] = os.cpu_count() or 1
     await asyncio.to_thread(ray.init, address=address, **kwargs)
     return True
+
+
+def refuse_unpicklable(ray_module: Any, environment: Environment) -> None:
+    """Refuses, before Ray starts, an environment that cannot go to the workers (one
+    holding a lock, a process, an open file) with what to pass instead (blocking: it
+    pickles the environment).
+
+    Raises:
+        ConfigurationError: it does not pickle.
+    """
+    try:
+        ray_module.cloudpickle.dumps(environment)
+    except Exception as exc:
+        name = type(environment).__name__
+        raise ConfigurationError(
+            f"the {name} cannot go to Ray workers ({type(exc).__name__}: {exc}); pass "
+            "RegisteredEnvironment(NAME, SPEC, options=...) (an installed environment, "
+            "loaded on each worker), or give the environment a __reduce__ that rebuilds it"
+        ) from None
 
 
 class EpisodeWorker:
