@@ -304,8 +304,10 @@ async def test_a_fractional_reward_is_kept_and_fails(tmp_path: Path) -> None:
 async def test_a_reward_file_that_links_elsewhere_is_not_read(tmp_path: Path) -> None:
     script = "ln -s /etc/hostname /logs/verifier/reward.txt\n"
     verdict, _ = await _verified(tb2_task(tmp_path, "linked", test_sh=script))
-    assert not verdict.passed
-    assert verdict.error is not None and "reward.txt is a symbolic link" in verdict.error
+    assert not verdict.passed and verdict.error is None  # the deliverable's FAIL
+    assert verdict.tamper == [
+        "/logs/verifier/reward.txt is a symbolic link: the reward was not read"
+    ]
 
 
 async def test_an_image_that_cannot_be_pulled_ends_the_start_by_its_full_name(

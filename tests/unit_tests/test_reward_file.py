@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,28 @@ def test_a_timeout_is_a_fail_and_no_reward_an_error(tmp_path: Path) -> None:
     assert online.error is not None and "network" not in online.error
     assert offline.error is not None and "the container had no network" in offline.error
     assert output_tail(tmp_path) == ""
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_an_output_file_put_in_place_of_test_shs_is_evidence_never_raised(
+    tmp_path: Path, kind: str
+) -> None:
+    _write(tmp_path, "reward.txt", "1")
+    output = tmp_path / "test-stdout.txt"
+    if kind == "link":
+        output.symlink_to(tmp_path / "reward.txt")
+    else:
+        os.mkfifo(output)  # a read would block forever: never opened for reading
+    verdict = reward_verdict(tmp_path, timed_out=None, network=True)
+    assert not verdict.passed and verdict.error is None and verdict.output == ""
+    assert len(verdict.tamper) == 1 and "test-stdout.txt is" in verdict.tamper[0]
+
+
+def test_a_reward_file_that_is_a_fifo_is_the_deliverables_fail(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "reward.txt")
+    _write(tmp_path, "test-stdout.txt", "1 passed")
+    verdict = reward_verdict(tmp_path, timed_out=None, network=True)
+    assert not verdict.passed and verdict.error is None
+    assert verdict.tamper == [
+        "/logs/verifier/reward.txt is not a regular file: the reward was not read"
+    ]

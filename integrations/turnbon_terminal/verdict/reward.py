@@ -7,6 +7,11 @@ trial passes in Harbor when its reward is 1.0: so a reward of 1 or more is a PAS
 anything less (0, or a fraction a task gives for part of the work) is a FAIL that keeps
 its value. With several named rewards, the one named `reward` counts, else the lowest.
 
+A reward file or output file that is a symbolic link, a FIFO or a device was put there
+in place of test.sh's by something in the container: it is never read (nor followed),
+never raises, and is tamper evidence; a reward file so replaced is a FAIL, and so is a
+reward of 1 beside a replaced output file.
+
 A missing, empty or unreadable reward file is no verdict at all: the verifier could not
 do its job (an `agent_error`, drawn again by `--redo-errors`), never a PASS. A test.sh
 that does not finish in time is a FAIL, as the pytest verifier's timeout is.
@@ -44,6 +49,11 @@ _CAP = 64 * 1024
 
 class RewardError(Exception):
     """The reward file is missing, empty, or not a number."""
+
+
+class ForeignFile(RewardError):
+    """A file the verifier reads is a symbolic link, a FIFO or a device: something in
+    the container put it there in place of test.sh's file (tamper evidence)."""
 
 
 @dataclass(frozen=True)
@@ -104,12 +114,18 @@ def reward_verdict(folder: Path, *, timed_out: float | None, network: bool) -> V
     """The verdict on a test.sh run whose log folder is `folder`: `timed_out` is its
     time limit when it did not finish, `network` whether the container had one (said
     when no reward came, since TB2's scripts often download their test tools)."""
-    output = output_tail(folder)
+    evidence: list[str] = []
+    try:
+        output = output_tail(folder)
+    except ForeignFile as exc:  # never read, never raised: evidence
+        output = ""
+        evidence.append(f"{exc}: test.sh's output was not read")
     if timed_out is not None:
         return Verdict(
             passed=False,
             output=output,
             reason=f"tests/test.sh did not finish within {timed_out:g} s",
+            tamper=evidence,
         )
     hint = (
         ""
@@ -119,17 +135,28 @@ def reward_verdict(folder: Path, *, timed_out: float | None, network: bool) -> V
     )
     try:
         reward = read_reward(folder)
+    except ForeignFile as exc:  # put there in place of test.sh's: the deliverable's FAIL
+        swapped = f"{exc}: the reward was not read"
+        return Verdict(passed=False, output=output, reason=swapped, tamper=[*evidence, swapped])
     except RewardError as exc:
         if (line := failed_setup(output)) is not None:
-            return Verdict(passed=False, output=output, setup_failure=_setup(line, hint))
-        return Verdict(passed=False, output=output, error=f"{exc}{hint}")
+            failure = _setup(line, hint)
+            return Verdict(passed=False, output=output, setup_failure=failure, tamper=evidence)
+        return Verdict(passed=False, output=output, error=f"{exc}{hint}", tamper=evidence)
     if not reward.passed and (line := failed_setup(output)) is not None:
         failure = _setup(line, hint)
-        return Verdict(passed=False, output=output, setup_failure=failure, reward=reward.value)
+        return Verdict(
+            passed=False, output=output, setup_failure=failure, reward=reward.value, tamper=evidence
+        )
     reason = None
     if not reward.passed and reward.value != 0:
         reason = f"reward {reward.value:g} (a pass needs {PASSING_REWARD:g})"
-    return Verdict(passed=reward.passed, output=output, reason=reason, reward=reward.value)
+    passed = reward.passed and not evidence  # a PASS whose output was swapped is no PASS
+    if reward.passed and evidence:
+        reason = "the reward file says pass, but test.sh's output file was replaced"
+    return Verdict(
+        passed=passed, output=output, reason=reason, reward=reward.value, tamper=evidence
+    )
 
 
 def _setup(line: str, hint: str) -> str:
@@ -152,12 +179,12 @@ def _read(path: Path, cap: int, *, tail: bool = False) -> bytes | None:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise RewardError(f"/logs/verifier/{path.name} is a symbolic link") from None
+            raise ForeignFile(f"/logs/verifier/{path.name} is a symbolic link") from None
         raise RewardError(f"cannot read /logs/verifier/{path.name}: {exc.strerror}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise RewardError(f"/logs/verifier/{path.name} is not a regular file")
+            raise ForeignFile(f"/logs/verifier/{path.name} is not a regular file")
         if tail and info.st_size > cap:
             os.lseek(fd, info.st_size - cap, os.SEEK_SET)
         return os.read(fd, cap)
