@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,6 +17,8 @@ from turnbon_terminal.host.episode import TerminalEpisode, start_host_episode
 from turnbon_terminal.host.sandbox import SandboxHost, SandboxSettings
 from turnbon_terminal.stub_policy import StubPolicy
 from turnbon_terminal.task.folders import (
+    FRESH_SHELL_NOTE,
+    SESSION_SHELL_NOTE,
     DockerTaskSkipped,
     TerminalTask,
     inline_task,
@@ -28,6 +31,8 @@ from turnbon_terminal.verdict.verifier import VerifierPython
 
 SandboxChoice = Literal["bwrap", "uid", "container"]
 SANDBOX_CHOICES = ("bwrap", "uid", "container")
+ShellChoice = Literal["session", "fresh"]
+SHELL_CHOICES = ("session", "fresh")
 
 
 class TerminalEnvironment:
@@ -69,6 +74,10 @@ class TerminalEnvironment:
             a `docker_image`, and build again an image kept from earlier runs (once per
             process), as Harbor's `--force-build` does.
         image: The image of tasks that name none, with sandbox="container".
+        shell: How a container episode runs the agent's commands: "session", in one
+            bash session kept for the episode (tmux; `cd`, variables, jobs and running
+            programs carry over; an image without tmux falls back to "fresh"); "fresh",
+            each in a new `bash -c`. Host-sandbox episodes always run them fresh.
 
     Raises:
         TaskFormatError: A task folder cannot be read (`DockerRequiredError`: it cannot
@@ -97,9 +106,15 @@ class TerminalEnvironment:
         keep_images: bool | None = None,
         image: str = DEFAULT_IMAGE,
         force_build: bool = False,
+        shell: ShellChoice = "session",
     ) -> None:
         # What it is made with, as given: what it pickles as (`__reduce__`).
         self._made_with = {k: v for k, v in locals().items() if k != "self"}
+        if shell not in SHELL_CHOICES:
+            raise ConfigurationError(
+                f"shell must be one of {', '.join(SHELL_CHOICES)}, got {shell!r}"
+            )
+        self.shell = shell
         if sandbox is not None and sandbox not in SANDBOX_CHOICES:
             raise ConfigurationError(
                 f"sandbox must be one of {', '.join(SANDBOX_CHOICES)} or None (each task "
@@ -109,7 +124,7 @@ class TerminalEnvironment:
         tasks = load_tasks(tasks_dir, skip_docker=skip_docker)
         if sandbox in ("bwrap", "uid"):
             tasks = _host_tasks(tasks, sandbox, skip=skip_docker)
-        self._tasks = {t.id: t for t in tasks}
+        self._tasks = {t.id: self._told(t) for t in tasks}
         self.settings = SandboxSettings(
             command_timeout=command_timeout,
             output_limit=output_limit,
@@ -169,6 +184,13 @@ class TerminalEnvironment:
     def _in_container(self, task: TerminalTask) -> bool:
         return self._choice == "container" or (task.needs_container and self._choice is None)
 
+    def _told(self, task: TerminalTask) -> TerminalTask:
+        """`task`, its instruction telling of the shell session when it gets one."""
+        if self.shell != "session" or not self._in_container(task):
+            return task
+        told = task.spec.instruction.replace(FRESH_SHELL_NOTE, SESSION_SHELL_NOTE)
+        return dataclasses.replace(task, spec=task.spec.model_copy(update={"instruction": told}))
+
     def tasks(self) -> Sequence[TaskSpec]:
         """The tasks, as the runner sees them.
 
@@ -210,7 +232,7 @@ class TerminalEnvironment:
         Returns:
             The new task's spec.
         """
-        task = inline_task(instruction, workdir=workdir, max_turns=max_turns)
+        task = self._told(inline_task(instruction, workdir=workdir, max_turns=max_turns))
         self._tasks[task.id] = task
         self._inline = True
         return task.spec
@@ -305,12 +327,14 @@ class TerminalEnvironment:
             lifetime_s=lifetime,
         )
         episode = ContainerEpisode(task, container)
-        if task.container is None:  # a host task: its files and setup.sh
-            try:
+        try:
+            if task.container is None:  # a host task: its files and setup.sh
                 await episode.prepare()
-            except BaseException:
-                await episode.close()
-                raise
+            if self.shell == "session":
+                await episode.open_session()
+        except BaseException:
+            await episode.close()
+            raise
         return episode
 
 
@@ -340,16 +364,23 @@ def _rebuilt(made_with: dict[str, Any]) -> TerminalEnvironment:
 
 
 def environment(
-    spec: str | None = None, *, sandbox: str | None = None, force_build: bool = False
+    spec: str | None = None,
+    *,
+    sandbox: str | None = None,
+    force_build: bool = False,
+    shell: str = "session",
 ) -> TerminalEnvironment:
     """The `turnbon.environments` entry point `terminal`: `spec` is a tasks directory
     (or one task folder); None or empty runs the shipped suite. `sandbox` is the
     commands' `--sandbox` ("bwrap" or "container"; None: each task where it belongs);
-    `force_build` their `--force-build`."""
+    `force_build` their `--force-build`, `shell` their `--shell`."""
     if sandbox is not None and sandbox not in SANDBOX_CHOICES:
         raise ConfigurationError(
             f"--sandbox must be one of {', '.join(SANDBOX_CHOICES)}, got {sandbox!r}"
         )
     return TerminalEnvironment(
-        tasks_dir=spec or None, sandbox=cast(SandboxChoice, sandbox), force_build=force_build
+        tasks_dir=spec or None,
+        sandbox=cast(SandboxChoice, sandbox),
+        force_build=force_build,
+        shell=cast(ShellChoice, shell),
     )

@@ -1,5 +1,6 @@
 """The agent's one tool: `shell(command)`, run with `bash -c` in the episode's sandbox
-(the host sandbox's, or the episode's container)."""
+(the host sandbox's, or the episode's container when it keeps no shell session:
+`turnbon_terminal.container.session_tool` is the tool of one that does)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class ShellTool(BaseTool):
     args_schema: ArgsSchema | None = ShellArgs
     sandbox: CommandRunner = Field(exclude=True)
 
-    def __init__(self, sandbox: CommandRunner, **kwargs: Any) -> None:
+    def __init__(self, sandbox: CommandRunner, *, note: str = "", **kwargs: Any) -> None:
         timeout = sandbox.settings.command_timeout
         description = (
             "Run a shell command with `bash -c` in the task's working directory and return "
@@ -49,6 +50,7 @@ class ShellTool(BaseTool):
             "and exit code. Each call is a fresh shell: `cd`, variables and functions do "
             f"not carry over, only files do. No stdin. A command is killed after "
             f"{timeout:g} s; processes left in the background run until the task ends."
+            + (f" {note}" if note else "")
         )
         super().__init__(sandbox=sandbox, description=description, **kwargs)
 
@@ -56,11 +58,11 @@ class ShellTool(BaseTool):
         result = await self.sandbox.run(command)
         return result.render()
 
-    def _run(self, command: str, **_: Any) -> str:
+    def _run(self, command: str = "", **kwargs: Any) -> str:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self._arun(command))
+            return asyncio.run(self._arun(command, **kwargs))
         # Called synchronously from inside an event loop: run on a loop of its own.
         with ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, self._arun(command)).result()
+            return pool.submit(asyncio.run, self._arun(command, **kwargs)).result()

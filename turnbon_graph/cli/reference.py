@@ -19,7 +19,16 @@ if TYPE_CHECKING:
 
 TAKEN = frozenset(
     {"env", "tasks", "sandbox", "task", "trials", "concurrency", "run", "seed", "ray"}
-    | {"force_build", "redo_errors", "agent", "command", "handler", "argv", "flag_defaults"}
+    | {
+        "shell",
+        "force_build",
+        "redo_errors",
+        "agent",
+        "command",
+        "handler",
+        "argv",
+        "flag_defaults",
+    }
 )
 """What a reference agent's bench run takes; every other flag (the model's, the
 strategies', -n) is refused beside it: it calls no model and runs one setting, itself."""

@@ -34,6 +34,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "keep_workdir": False,
     "env": DEFAULT_ENV,
     "sandbox": None,
+    "shell": None,
     "force_build": None,
     "agent": SHARED["agent"].options["default"],
     "model": None,
@@ -120,7 +121,7 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep a copy of the agent's working directory and print where it is",
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="a TOML file of these settings")
-    add_flags(parser, "env", "sandbox", "force_build", "agent")
+    add_flags(parser, "env", "sandbox", "shell", "force_build", "agent")
     live_arguments(parser)
     parser.add_argument(
         "--max-turns", type=positive_int, metavar="T", help="default: the task's own limit"

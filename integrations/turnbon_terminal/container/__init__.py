@@ -1,7 +1,8 @@
 """The container engine: Podman or Docker through its command line (`engine`), the image
 an episode runs (`images`), one container per episode (`instance`), a command in it
-(`command`), its storage (`volumes`), forks (`fork`), an episode there (`episode`), and
-the sweep of what dead runs left (`owners`).
+(`command`), the agent's shell session there (`session`) and its tool (`session_tool`),
+its storage (`volumes`), forks (`fork`), an episode there (`episode`), and the sweep of
+what dead runs left (`owners`).
 
 The names of the earlier `turnbon_terminal.container` module are here too, so that path
 keeps working."""

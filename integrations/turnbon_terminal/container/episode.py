@@ -1,5 +1,6 @@
-"""An episode of a task in a container: the agent's `shell` tool, then the verifier run
-the way Harbor runs Terminal-Bench 2's.
+"""An episode of a task in a container: the agent's `shell` tool (in a shell session kept
+for the episode, `turnbon_terminal.container.session`, when the environment opens one),
+then the verifier run the way Harbor runs Terminal-Bench 2's (never in that session).
 
 After the agent, the processes it left keep running (a task may ask for a server), the
 old reward files are removed, the task's `tests/` is copied to `/tests`, and
@@ -31,6 +32,8 @@ from turnbon_graph.errors import ConfigurationError, ResourceLimitError
 from turnbon_terminal.container.engine import ContainerError
 from turnbon_terminal.container.fork import fork_container
 from turnbon_terminal.container.instance import VERIFIER_LOGS, Container
+from turnbon_terminal.container.session import Session, ShellState
+from turnbon_terminal.container.session_tool import SessionShellTool
 from turnbon_terminal.errors import SandboxError, SetupScriptError
 from turnbon_terminal.result import CommandResult
 from turnbon_terminal.shell_tool import ShellTool
@@ -66,12 +69,35 @@ class ContainerEpisode:
     def __init__(self, task: TerminalTask, container: Container) -> None:
         self.task = task
         self.container = container
+        self.session: Session | None = None
+        """The agent's shell session, once `open_session` started it."""
         self._tools: list[BaseTool] = [ShellTool(container)]
 
     @property
     def tools(self) -> Sequence[BaseTool]:
-        """The agent's tools: `shell`, run in the container."""
+        """The agent's tools: `shell`, run in the container (in its shell session, once
+        `open_session` started one; else each command in a fresh `bash -c`)."""
         return self._tools
+
+    async def open_session(self, state: ShellState | None = None) -> bool:
+        """Starts the agent's shell session (`turnbon_terminal.container.session`), in
+        which its `shell` tool runs from now on.
+
+        Args:
+            state: The directory and exported variables its shell starts with (a fork's:
+                its parent's); None: the working directory.
+
+        Returns:
+            False when the image has no tmux: the tool keeps a fresh `bash -c` per
+            command, and its description says so.
+        """
+        self.session = await Session.open(self.container, state)
+        if self.session is None:
+            note = "(This image has no tmux, so no shell session is kept.)"
+            self._tools = [ShellTool(self.container, note=note)]
+            return False
+        self._tools = [SessionShellTool(self.session)]
+        return True
 
     @property
     def location(self) -> str:
@@ -92,7 +118,8 @@ class ContainerEpisode:
         return []
 
     async def run(self, command: str, *, time_limit: float | None = None) -> CommandResult:
-        """A command as the agent would run it (for tests, scripts and oracles).
+        """A command in a fresh `bash -c`, outside the agent's shell session (for tests,
+        scripts and oracles).
 
         Args:
             command: A bash command line, run with `bash -c` in the working directory.
@@ -212,8 +239,9 @@ class ContainerEpisode:
     async def fork(self) -> ContainerEpisode:
         """A new episode of the same task in a container of its own whose files are a
         copy of this one's (`turnbon_terminal.container.fork`): what either does from
-        now on, the other never sees. Processes are not carried over. Close it like
-        any episode.
+        now on, the other never sees. Processes are not carried over; with a shell
+        session, the fork's starts in the directory, with the exported variables, that
+        the parent's last finished command left. Close it like any episode.
 
         Returns:
             The fork.
@@ -221,7 +249,15 @@ class ContainerEpisode:
         Raises:
             SandboxError: This episode is closed, or the engine could not copy it.
         """
-        return ContainerEpisode(self.task, await fork_container(self.container))
+        state = await self.session.state() if self.session is not None else None
+        fork = ContainerEpisode(self.task, await fork_container(self.container))
+        if self.session is not None:
+            try:
+                await fork.open_session(state)
+            except BaseException:
+                await fork.close()
+                raise
+        return fork
 
     async def close(self) -> None:
         """Removes the container, its volume and the image built for it."""

@@ -6,7 +6,9 @@ every command of the episode run in it with `<engine> exec`.
         [-v <ext4 volume of storage_mb>:<workdir>] --label turnbon.owner=<this process>
         --entrypoint sleep IMAGE <the episode's longest possible life>
 
-The network is on only when the task allows it. Each command runs as
+The network is on only when the task allows it. The agent's commands run in its shell
+session (`turnbon_terminal.container.session`) when the episode keeps one; every other
+command (the verifier's, a setup.sh, `run`, the agent's in an image without tmux) runs as
 `exec -w <workdir> CONTAINER timeout -s KILL <limit> bash -c COMMAND`
 (`turnbon_terminal.container.command`). Processes a command leaves in the background run
 until the episode ends (as in the host sandbox), and their output after the command
@@ -272,7 +274,8 @@ class Container:
         time_limit: float | None = None,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        """`bash -c command` in the working directory, as the agent's tool runs it."""
+        """`bash -c command` in the working directory, as the agent's tool runs it when
+        the episode keeps no shell session."""
         return await self.execute(
             ["bash", "-c", command], time_limit=time_limit, env={**COMMAND_ENV, **(env or {})}
         )

@@ -57,12 +57,25 @@ from turnbon_terminal.task.tb2 import (
 SHIPPED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
 """The task suite that ships with the package."""
 
-AGENT_NOTE = (
-    "\n\n---\n"
-    "You work in a Linux shell through the `shell` tool: each call runs one command with "
+FRESH_SHELL_NOTE = (
+    "each call runs one command with "
     "`bash -c` in the task's working directory (also in $TASK_WORKDIR), and returns its "
     "output and exit code. Nothing persists between calls except files (so `cd` and "
-    "variables do not carry over). There is no network. When the task is done, reply "
+    "variables do not carry over)."
+)
+SESSION_SHELL_NOTE = (
+    "one bash session in a terminal, started in the task's working directory (also in "
+    "$TASK_WORKDIR), is kept from call to call: `cd`, variables, background jobs and "
+    "running programs carry over. Each call returns the output and exit code, or the "
+    "screen when the command is still running (the tool's description says how to type "
+    "into it or interrupt it)."
+)
+"""What a container task's instruction says instead of `FRESH_SHELL_NOTE` when its
+episodes keep a shell session (`TerminalEnvironment(shell="session")`)."""
+AGENT_NOTE = (
+    "\n\n---\n"
+    f"You work in a Linux shell through the `shell` tool: {FRESH_SHELL_NOTE} "
+    "There is no network. When the task is done, reply "
     "with a short summary and no tool call."
 )
 """Appended to every instruction: what a model needs to know about this environment (a

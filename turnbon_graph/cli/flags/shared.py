@@ -17,6 +17,7 @@ from turnbon_graph.cli.flags.values import (
     MODEL_HINT,
     SANDBOXES,
     SELECTOR_KEYWORDS,
+    SHELLS,
     model_name,
     positive_float,
     positive_int,
@@ -62,6 +63,16 @@ SHARED: dict[str, Flag] = {
             "help": "where every episode runs: bwrap, the host sandbox; container, a "
             "Podman or Docker container of the task's image (default: each task where it "
             "belongs: a task with an environment/Dockerfile or docker_image in a container)",
+        },
+    ),
+    "shell": Flag(
+        ("--shell",),
+        {
+            "choices": SHELLS,
+            "help": "how a container episode runs the agent's commands: session, one shell "
+            "(tmux) for the whole episode, in which cd, variables, jobs and running "
+            "programs carry from turn to turn, as Terminus-2's; fresh, `bash -c` per "
+            "command (default: session where the image has tmux)",
         },
     ),
     "force_build": Flag(
@@ -237,7 +248,7 @@ def episode_arguments(
     """Which environment, tasks, model and selector: what running episodes takes; with
     `agents`, also `--agent` (then `--model` is asked for by the command, not argparse:
     a reference agent takes none)."""
-    add_flags(parser, "env", "tasks", "sandbox", "force_build")
+    add_flags(parser, "env", "tasks", "sandbox", "shell", "force_build")
     if agents:
         add_flags(parser, "agent")
     parser.add_argument(

@@ -16,7 +16,9 @@ INTERRUPTED = 130
 DEFAULT_ENV = "terminal"
 SANDBOXES = ("bwrap", "container")
 """`--sandbox`: an option of the environment's factory (the terminal environment's)."""
-ENVIRONMENT_OPTIONS = ("sandbox", "force_build")
+SHELLS = ("session", "fresh")
+"""`--shell`: an option of the terminal environment's factory."""
+ENVIRONMENT_OPTIONS = ("sandbox", "force_build", "shell")
 """The flags passed to the environment's factory as keyword arguments, when given."""
 SELECTOR_KEYWORDS = ("first", "random", "majority")
 """The `--selector` names of selectors that call no model (`models.make_selector`)."""
