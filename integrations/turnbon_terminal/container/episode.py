@@ -2,12 +2,13 @@
 for the episode, `turnbon_terminal.container.session`, when the environment opens one),
 then the verifier run the way Harbor runs Terminal-Bench 2's (never in that session).
 
-After the agent, the processes it left keep running (a task may ask for a server), the
-old reward files are removed, the task's `tests/` is copied to `/tests`, and
+After the agent, the processes it left keep running (a task may ask for a server), and
 `(/tests/test.sh) > /logs/verifier/test-stdout.txt 2>&1` runs in the working directory as
-the image's user, with `[verifier] env`, within `[verifier] timeout_sec`
-(`timeout -s KILL` inside the container). Its exit code is ignored: the reward file is
-the verdict (`turnbon_terminal.verdict.reward`).
+the image's user, with `[verifier] env`, within `[verifier] timeout_sec`, sealed from
+them: a fresh `/tests` and `/logs/verifier` that only it sees (`container.sealed`; an
+image that cannot be sealed runs it as before, with the old reward files removed and
+`tests/` copied in). Its exit code is ignored: the reward file is the verdict
+(`turnbon_terminal.verdict.reward`); what the agent left is evidence on it.
 
 A task made for the host sandbox (no image, pytest tests) runs in a container too when
 asked (`sandbox="container"`): in the environment's default image, with its
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import secrets
 import tarfile
 import time
 from collections.abc import Sequence
@@ -29,10 +31,12 @@ from langchain_core.tools import BaseTool
 
 from turnbon_graph.bench.environment import Verdict
 from turnbon_graph.errors import ConfigurationError, ResourceLimitError
+from turnbon_terminal.container import sealed
 from turnbon_terminal.container.engine import ContainerError
 from turnbon_terminal.container.fork import fork_container
 from turnbon_terminal.container.instance import VERIFIER_LOGS, Container
-from turnbon_terminal.container.session import Session, ShellState
+from turnbon_terminal.container.sealed import TESTS
+from turnbon_terminal.container.session import FOLDER_PREFIX, Session, ShellState
 from turnbon_terminal.container.session_tool import SessionShellTool
 from turnbon_terminal.errors import SandboxError, SetupScriptError
 from turnbon_terminal.result import CommandResult
@@ -43,7 +47,6 @@ from turnbon_terminal.task.tb2 import TEST_SCRIPT
 from turnbon_terminal.verdict.pytest_site import pytest_site
 from turnbon_terminal.verdict.reward import REWARD_JSON, REWARD_TEXT, TEST_OUTPUT, reward_verdict
 
-TESTS = "/tests"
 SOLUTION = "/solution"
 PYTEST_SITE = "/opt/turnbon-pytest"
 """Where a host task's verifier finds pytest in the container (a copy of this machine's)."""
@@ -174,17 +177,23 @@ class ContainerEpisode:
             )
         limit = verifier_limit(self.task.spec.verifier_timeout_s)
         deadline = time.monotonic() + limit
+        left = await sealed.left_processes(self.container, [FOLDER_PREFIX])
+        changed = await sealed.changed_system_files(self.container)
         try:
-            result = await self._run_tests(deadline)
+            folder, timed_out, sealed_off = await self._run_sealed(deadline)
+            if not sealed_off:  # the image cannot be sealed: as before, in reach
+                result = await self._run_tests(deadline)
+                folder, timed_out = self.container.verifier_logs, result.timed_out
         except (ContainerError, SandboxError) as exc:
             return Verdict(passed=False, error=f"the tests could not run: {exc}")
-        timed_out = limit if result.timed_out else None
         verdict = await asyncio.to_thread(
             reward_verdict,
-            self.container.verifier_logs,
-            timed_out=timed_out,
+            folder,
+            timed_out=limit if timed_out else None,
             network=self.container.network,
         )
+        found = sealed.evidence(left, changed, sealed=sealed_off)
+        verdict = verdict.model_copy(update={"tamper": [*found, *verdict.tamper]})
         if (over := await self.container.check_budget()) and verdict.error is None:
             # The tests went over the episode's memory or storage: never a PASS.
             reason = f"the tests went over the episode's budget: {over}"
@@ -207,6 +216,26 @@ class ContainerEpisode:
                     f"setup.sh of task {self.task.id} failed, so the episode cannot start; "
                     f"fix the script (its output ends: {result.render()[-1500:]})"
                 )
+
+    async def _run_sealed(self, deadline: float) -> tuple[Path, bool, bool]:
+        """test.sh sealed from the agent's processes (`container.sealed`): the folder its
+        files came back to, whether its limit ended it, and whether it could be sealed
+        (a task without test.sh, or an image without util-linux, cannot)."""
+        if not self.task.has_test_script:
+            return self.container.verifier_logs, False, False
+        tests = await asyncio.to_thread(_folder_tar, self.task.tests_dir)
+        assert tests is not None  # it holds test.sh
+        into = self.container.folder / f"verdict-{secrets.token_hex(4)}"
+        ran = await sealed.run_sealed(
+            self.container,
+            tests,
+            f"{TESTS}/{TEST_SCRIPT}",
+            user=await sealed.image_user(self.container),
+            limit=max(deadline - time.monotonic(), 1.0),
+            env=self.task.verifier_env,
+            into=into,
+        )
+        return into, ran.timed_out, ran.exit_code is not None
 
     async def _run_tests(self, deadline: float) -> CommandResult:
         # Whatever the agent left there, a reward file it wrote included.
@@ -268,8 +297,14 @@ def _environment_tar(task: TerminalTask) -> bytes | None:
     """The task's environment/ files as a tar archive, setup.sh left out, owned by root;
     None when there are none (blocking). An inline task's environment is a link to the
     user's folder: followed."""
+    return _folder_tar(task.environment_dir, leave_out=SETUP_SCRIPT)
+
+
+def _folder_tar(folder: Path, leave_out: str | None = None) -> bytes | None:
+    """The files of `folder` (but `leave_out`) as a tar archive owned by root; None when
+    there are none (blocking)."""
     buffer = io.BytesIO()
-    source = task.environment_dir.resolve()
+    source = folder.resolve()
 
     def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
@@ -277,7 +312,7 @@ def _environment_tar(task: TerminalTask) -> bytes | None:
         return info
 
     entries = sorted(source.iterdir()) if source.is_dir() else []
-    entries = [entry for entry in entries if entry.name != SETUP_SCRIPT]
+    entries = [entry for entry in entries if entry.name != leave_out]
     if not entries:
         return None
     with tarfile.open(fileobj=buffer, mode="w") as archive:

@@ -59,6 +59,9 @@ CALL_GRACE_S = 60.0
 """How long past a call's limit the engine's client may take before it is killed."""
 _NO_TMUX = 42
 
+FOLDER_PREFIX = "/tmp/.turnbon-shell-"
+"""Where a session's socket and files are: in the command lines of its own processes."""
+
 _TMUX_CONF = (
     f"set -g history-limit {HISTORY_LINES}\n"
     "set -g remain-on-exit on\nset -g status off\nset -g escape-time 0\n"
@@ -250,7 +253,7 @@ class Session:
 
     async def _start(self) -> bool:
         container = self.container
-        self.folder = f"/tmp/.turnbon-shell-{secrets.token_hex(4)}"
+        self.folder = f"{FOLDER_PREFIX}{secrets.token_hex(4)}"
         env = {key: value for key, value in COMMAND_ENV.items() if key != "TERM"}
         env |= container.settings.env
         flags = ["exec", "-i", "-w", container.workdir]
