@@ -129,11 +129,12 @@ def test_report_has_the_numbers_of_the_run(run: Path) -> None:
     assert f"| {prompt3:.0f} |" in text
 
     # Table 2: the broken task's attempts are agent errors, the rest pass or fall short
-    # (out of context, time limit, resource limit and budget exhausted: none).
+    # (out of context, time limit, resource limit, budget exhausted and verifier failed:
+    # none).
     for setting, rs in groups.items():
         share = {o: pct(sum(r.outcome == o for r in rs) / len(rs)) for o in ("pass", "agent_error")}
         wrong = pct(sum(r.outcome == "wrong_submission" for r in rs) / len(rs))
-        none = ["0.0%"] * 4
+        none = ["0.0%"] * 5
         assert row(setting, "15", share["pass"], wrong, *none, share["agent_error"]) in text
 
     # Paired bootstrap: the observed difference is the mean over tasks of the rate gap.

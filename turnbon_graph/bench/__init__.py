@@ -33,7 +33,7 @@ __getattr__, __dir__ = lazy_exports(
         "BenchConfig": "running.runner",
         "EpisodeResult": "running.runs",
         "RayOptions": "running.ray_runner",
-        "RegisteredEnvironment": "running.ray_runner",
+        "RegisteredEnvironment": "running.workers_env",
         "run_benchmark": "running.runner",
     },
 )
