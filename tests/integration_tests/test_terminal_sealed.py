@@ -12,6 +12,7 @@ import pytest
 
 from tests.container_tasks import BASE_IMAGE, needs_podman, tb2_task
 from turnbon_graph.bench.environment import Verdict
+from turnbon_graph.errors import ResourceLimitError
 from turnbon_terminal import TerminalEnvironment
 from turnbon_terminal.container.episode import ContainerEpisode
 
@@ -97,3 +98,15 @@ async def test_an_image_without_util_linux_runs_the_tests_unsealed_and_says_so(
     verdict = await _attempt(folder, "echo 'Hello, world!' > /app/hello.txt")
     assert verdict.passed
     assert any("ran in reach of the agent's processes" in t for t in verdict.tamper)
+
+
+async def test_processes_that_fill_the_pids_limit_are_a_resource_limit(tmp_path: Path) -> None:
+    fill = (
+        "nohup python3 -c 'import threading, time\n"
+        "for _ in range(5000):\n"
+        "    try: threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+        "    except RuntimeError: break\n"
+        "time.sleep(600)' >/dev/null 2>&1 & sleep 5"
+    )
+    with pytest.raises(ResourceLimitError, match="reached the container's limit of 4096"):
+        await _attempt(tb2_task(tmp_path, "threads"), fill)

@@ -28,6 +28,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from turnbon_terminal.container.command import COMMAND_ENV, exec_command
 from turnbon_terminal.container.engine import ContainerError, Engine
@@ -143,6 +144,7 @@ class Container:
         self.volume: str | None = None
         self._mountpoint: str | None = None
         self._memory: EpisodeCgroup | None = None
+        self._pids_events: Path | None = None
         self.lifetime_s = 0.0
         self._timeout = False
         self._running = False
@@ -213,7 +215,9 @@ class Container:
                 f"the container could not make its working directory {self.workdir}: {made.said}"
             )
         self._timeout = made.code == 0
-        self._memory = await asyncio.to_thread(_memory_group, int(pid[0]) if pid else 0)
+        first = int(pid[0]) if pid else 0
+        self._memory = await asyncio.to_thread(_memory_group, first)
+        self._pids_events = await asyncio.to_thread(_pids_events, first)
         if self.volume is not None:
             where = await self.engine.lines(
                 "volume", "inspect", "--format", "{{.Mountpoint}}", self.volume
@@ -259,6 +263,11 @@ class Container:
             return (
                 f"memory: its processes needed more than memory_mb = {self.budget.memory_mb}, "
                 "so the kernel killed one"
+            )
+        if self._pids_events is not None and _forks_refused(self._pids_events) > 0:
+            return (
+                f"processes: its processes reached the container's limit of {CONTAINER_PIDS}, "
+                "so a fork was refused"
             )
         if self._mountpoint is not None and is_full(self._mountpoint):
             return (
@@ -349,13 +358,47 @@ class Container:
         await asyncio.to_thread(shutil.rmtree, self.folder, True)
 
 
+def _pids_events(pid: int) -> Path | None:
+    """The `pids.events` file of the container whose first process is `pid`, which
+    counts the forks its limit refused; None when it cannot be read."""
+    found = _cgroup(pid, "pids")
+    return found[1] / "pids.events" if found is not None else None
+
+
+def _forks_refused(events: Path) -> int:
+    """How many forks the pids limit refused (`max N` of pids.events; 0 when unread)."""
+    try:
+        for line in events.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _memory_group(pid: int) -> EpisodeCgroup | None:
     """The memory control group of the container whose first process is `pid` on this
     machine, to read its OOM kills from (None when it cannot be read)."""
+    found = _cgroup(pid, "memory")
+    return EpisodeCgroup(found[0], (found[1],)) if found is not None else None
+
+
+def _cgroup(pid: int, controller: str) -> tuple[Literal["v1", "v2"], Path] | None:
+    """The cgroup version and folder of `controller` for the process `pid` (v1: its
+    controller's hierarchy, else v2's unified one); None when it cannot be read."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid > 0 else []
     except OSError:
         return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return "v1", Path("/sys/fs/cgroup", controller, path.lstrip("/"))
+    for line in lines:
+        if line.startswith("0::"):
+            return "v2", Path("/sys/fs/cgroup", line[3:].lstrip("/"))
+    return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if "memory" in controllers.split(","):
