@@ -250,7 +250,7 @@ async def test_no_reward_file_is_an_agent_error_never_a_pass(tmp_path: Path) -> 
     verdict, _ = await _verified(folder, solve=True)
     assert not verdict.passed and verdict.reward is None
     assert verdict.error is not None and "wrote no reward" in verdict.error
-    assert "the container had no network" in verdict.error
+    assert "network" not in verdict.error  # nothing says the network was the cause
     assert "I checked nothing" in verdict.output
 
 

@@ -97,8 +97,16 @@ def test_a_timeout_is_a_fail_and_no_reward_an_error(tmp_path: Path) -> None:
     online = reward_verdict(tmp_path, timed_out=None, network=True)
     offline = reward_verdict(tmp_path, timed_out=None, network=False)
     assert online.error is not None and "network" not in online.error
-    assert offline.error is not None and "the container had no network" in offline.error
+    # no network, but nothing says it was the cause: no hint
+    assert offline.error is not None and "network" not in offline.error
     assert output_tail(tmp_path) == ""
+    _write(tmp_path, "test-stdout.txt", "Err:1 http://deb.debian.org bookworm InRelease\n"
+           "  Temporary failure resolving 'deb.debian.org'\n")  # fmt: skip
+    offline = reward_verdict(tmp_path, timed_out=None, network=False)
+    online = reward_verdict(tmp_path, timed_out=None, network=True)
+    assert offline.setup_failure is not None
+    assert "the container had no network" in offline.setup_failure
+    assert online.setup_failure is not None and "network" not in online.setup_failure
 
 
 @pytest.mark.parametrize("kind", ["link", "fifo"])

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnbon_graph.bench.environment import Verdict
-from turnbon_terminal.verdict.setup import failed_setup
+from turnbon_terminal.verdict.setup import failed_setup, network_failed
 
 REWARD_JSON = "reward.json"
 REWARD_TEXT = "reward.txt"
@@ -129,7 +129,7 @@ def reward_verdict(folder: Path, *, timed_out: float | None, network: bool) -> V
         )
     hint = (
         ""
-        if network
+        if network or not network_failed(output)
         else " (the container had no network: a test.sh that installs its tools needs "
         '[environment] network_mode = "public" or allow_internet = true in task.toml)'
     )

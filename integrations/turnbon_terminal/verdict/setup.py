@@ -41,3 +41,17 @@ def failed_setup(output: str) -> str | None:
     start = output.rfind("\n", 0, found.start()) + 1
     end = output.find("\n", found.end())
     return output[start : end if end >= 0 else len(output)].strip()[:300]
+
+
+NETWORK_FAILURES = re.compile(
+    r"could not resolve|temporary failure (?:in name )?resolution|temporary failure "
+    r"resolving|network is unreachable|name or service not known|failed to fetch|"
+    r"unable to resolve|curl: \((?:6|7)\)",
+    re.IGNORECASE,
+)
+"""What a download that found no network prints."""
+
+
+def network_failed(output: str) -> bool:
+    """Whether `output` shows a download that found no network."""
+    return NETWORK_FAILURES.search(output) is not None
