@@ -34,10 +34,11 @@ SWAPS_TEST_SH = (
 )
 
 
-async def _attempt(folder: Path, *commands: str) -> Verdict:
-    """The verdict on an episode of the task in `folder` after the agent ran `commands`."""
-    env = TerminalEnvironment(folder)
-    episode = await env.start(env.tasks()[0], 0)
+async def _attempt(folder: Path | None, *commands: str, task: str | None = None) -> Verdict:
+    """The verdict on an episode of the task in `folder` (or the shipped `task`, in a
+    container) after the agent ran `commands`."""
+    env = TerminalEnvironment(folder, sandbox="container" if task else None)
+    episode = await env.start(env.task(task).spec if task else env.tasks()[0], 0)
     assert isinstance(episode, ContainerEpisode)
     try:
         for command in commands:
@@ -110,3 +111,10 @@ async def test_processes_that_fill_the_pids_limit_are_a_resource_limit(tmp_path:
     )
     with pytest.raises(ResourceLimitError, match="reached the container's limit of 4096"):
         await _attempt(tb2_task(tmp_path, "threads"), fill)
+
+
+async def test_a_host_task_in_a_container_records_a_pth_and_that_it_ran_unsealed() -> None:
+    pth = "echo 'import os' > /usr/lib/python3/dist-packages/zz-turnbon-test.pth"
+    verdict = await _attempt(None, pth, task="largest-file")
+    assert any("A /usr/lib/python3/dist-packages/zz-turnbon-test.pth" in t for t in verdict.tamper)
+    assert any("a host task's pytest tests are not sealed" in t for t in verdict.tamper)

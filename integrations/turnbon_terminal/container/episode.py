@@ -180,8 +180,8 @@ class ContainerEpisode:
         left = await sealed.left_processes(self.container, [FOLDER_PREFIX])
         changed = await sealed.changed_system_files(self.container)
         try:
-            folder, timed_out, sealed_off = await self._run_sealed(deadline)
-            if not sealed_off:  # the image cannot be sealed: as before, in reach
+            folder, timed_out, unsealed = await self._run_sealed(deadline)
+            if unsealed is not None:  # as before, in reach of the agent's processes
                 result = await self._run_tests(deadline)
                 folder, timed_out = self.container.verifier_logs, result.timed_out
         except (ContainerError, SandboxError) as exc:
@@ -192,7 +192,7 @@ class ContainerEpisode:
             timed_out=limit if timed_out else None,
             network=self.container.network,
         )
-        found = sealed.evidence(left, changed, sealed=sealed_off)
+        found = sealed.evidence(left, changed, unsealed)
         verdict = verdict.model_copy(update={"tamper": [*found, *verdict.tamper]})
         if (over := await self.container.check_budget()) and verdict.error is None:
             # The tests went over the episode's memory or storage: never a PASS.
@@ -217,12 +217,12 @@ class ContainerEpisode:
                     f"fix the script (its output ends: {result.render()[-1500:]})"
                 )
 
-    async def _run_sealed(self, deadline: float) -> tuple[Path, bool, bool]:
+    async def _run_sealed(self, deadline: float) -> tuple[Path, bool, str | None]:
         """test.sh sealed from the agent's processes (`container.sealed`): the folder its
-        files came back to, whether its limit ended it, and whether it could be sealed
-        (a task without test.sh, or an image without util-linux, cannot)."""
+        files came back to, whether its limit ended it, and why it could not be sealed
+        (a host task's pytest tests, an image without util-linux), or None."""
         if not self.task.has_test_script:
-            return self.container.verifier_logs, False, False
+            return self.container.verifier_logs, False, sealed.HOST_TESTS
         tests = await asyncio.to_thread(_folder_tar, self.task.tests_dir)
         assert tests is not None  # it holds test.sh
         into = self.container.folder / f"verdict-{secrets.token_hex(4)}"
@@ -235,7 +235,7 @@ class ContainerEpisode:
             env=self.task.verifier_env,
             into=into,
         )
-        return into, ran.timed_out, ran.exit_code is not None
+        return into, ran.timed_out, None if ran.exit_code is not None else sealed.NO_UTIL_LINUX
 
     async def _run_tests(self, deadline: float) -> CommandResult:
         # Whatever the agent left there, a reward file it wrote included.

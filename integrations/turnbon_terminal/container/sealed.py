@@ -210,21 +210,31 @@ async def changed_system_files(container: Container) -> list[str]:
     return changed
 
 
-def evidence(processes: Sequence[str], files: Sequence[str], sealed: bool) -> list[str]:
-    """The verdict's evidence from what the agent left (see the module)."""
+NO_UTIL_LINUX = "the image has no unshare and setpriv (util-linux) to seal them"
+HOST_TESTS = (
+    "a host task's pytest tests are not sealed in a container (the host sandbox's "
+    "verifier defends them: run it without --sandbox container)"
+)
+"""Why a verifier ran unsealed, in its evidence."""
+
+
+def evidence(processes: Sequence[str], files: Sequence[str], unsealed: str | None) -> list[str]:
+    """The verdict's evidence from what the agent left (see the module); `unsealed`:
+    why the tests ran in reach of the agent's processes, if they did."""
     found = []
     if processes:
-        shown = "; ".join(processes[:10]) + (
-            f"; and {len(processes) - 10} more" if len(processes) > 10 else ""
-        )
-        found.append(f"processes left running when the agent's phase ended: {shown}")
-    if files:
-        shown = ", ".join(files[:20]) + (f", and {len(files) - 20} more" if len(files) > 20 else "")
-        found.append(f"system files changed by the agent's phase: {shown}")
-    if not sealed:
+        more = f"; and {len(processes) - 10} more" if len(processes) > 10 else ""
         found.append(
-            "the verifier ran in reach of the agent's processes: the image has no unshare "
-            f"and setpriv (util-linux) to seal {VERIFIER_LOGS} and {TESTS}"
+            f"processes left running when the agent's phase ended: {'; '.join(processes[:10])}"
+            + more
+        )
+    if files:
+        more = f", and {len(files) - 20} more" if len(files) > 20 else ""
+        found.append(f"system files changed by the agent's phase: {', '.join(files[:20])}{more}")
+    if unsealed is not None:
+        found.append(
+            f"the verifier ran in reach of the agent's processes ({VERIFIER_LOGS} and "
+            f"{TESTS} were theirs too): {unsealed}"
         )
     return found
 
