@@ -7,8 +7,10 @@ connection asks `GET /health` over and over; the longest `/health` wait is taken
 fraction of the large request's own time, within each round (shared machines are noisy:
 compare ratios, not seconds). "refused" ends in a message of a role no API knows, so the
 body is read whole (parsed, checked, converted) and refused with no turn; "answered" is a
-whole turn on the stub (its upstream calls included). Then `--memory` requests of 2 MiB
-are answered, and the server's resident memory is read after each.
+whole turn on the stub (its upstream calls included). "continued" is a request of a few
+bytes whose `previous_response_id` continues a stored conversation of 80,000 items: the
+work is the conversation's, not the body's. Then `--memory` requests of 2 MiB are
+answered, and the server's resident memory is read after each.
 
     python benchmarks/serve_large_body.py               # 3 rounds, 20 requests for memory
     python benchmarks/serve_large_body.py --rounds 5 --memory 30
@@ -31,6 +33,7 @@ from typing import Any
 import httpx
 
 ITEMS = 90_000
+CONTINUED_ITEMS = 80_000
 
 
 def free_port() -> int:
@@ -57,12 +60,24 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
-def large_body(endpoint: str, refused: bool) -> bytes:
-    items: list[dict[str, Any]] = [{"role": "user", "content": "x" * 80}] * ITEMS
+def large_body(endpoint: str, refused: bool, count: int = ITEMS) -> bytes:
+    items: list[dict[str, Any]] = [{"role": "user", "content": "x" * 80}] * count
     if refused:
         items = [*items, {"role": "narrator", "content": "the end"}]
     field = "messages" if endpoint == "chat/completions" else "input"
     return json.dumps({"model": "turnbon", field: items}).encode()
+
+
+def continuing(base: str) -> bytes:
+    """A few bytes continuing a stored conversation of `CONTINUED_ITEMS` items."""
+    stored = httpx.post(
+        f"{base}/v1/responses",
+        content=large_body("responses", False, CONTINUED_ITEMS),
+        timeout=600,
+    )
+    stored.raise_for_status()
+    body = {"model": "turnbon", "input": "And now?", "previous_response_id": stored.json()["id"]}
+    return json.dumps(body).encode()
 
 
 def stall(base: str, endpoint: str, body: bytes) -> tuple[float, float]:
@@ -103,18 +118,22 @@ def main() -> None:
             f"turnbon serve --model stub -n 2, {time.strftime('%Y-%m-%d %H:%M')}, "
             f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
         )
-        for endpoint in ("chat/completions", "responses"):
-            for refused in (True, False):
-                body = large_body(endpoint, refused)
-                results = [stall(base, endpoint, body) for _ in range(args.rounds)]
-                ratios = [wait / took for wait, took in results]
-                print(
-                    f"{endpoint:17} {'refused' if refused else 'answered':8} "
-                    f"{len(body) / 2**20:.1f} MiB: longest /health wait / request time "
-                    f"{statistics.median(ratios):.3f} (rounds {min(ratios):.3f} to "
-                    f"{max(ratios):.3f}; request {statistics.median(t for _, t in results):.2f} s, "
-                    f"wait {statistics.median(w for w, _ in results):.3f} s)"
-                )
+        cases = [
+            (endpoint, "refused" if refused else "answered", large_body(endpoint, refused))
+            for endpoint in ("chat/completions", "responses")
+            for refused in (True, False)
+        ]
+        cases.append(("responses", "continued", continuing(base)))
+        for endpoint, case, body in cases:
+            results = [stall(base, endpoint, body) for _ in range(args.rounds)]
+            ratios = [wait / took for wait, took in results]
+            print(
+                f"{endpoint:17} {case:9} "
+                f"{len(body) / 2**20:.1f} MiB: longest /health wait / request time "
+                f"{statistics.median(ratios):.3f} (rounds {min(ratios):.3f} to "
+                f"{max(ratios):.3f}; request {statistics.median(t for _, t in results):.2f} s, "
+                f"wait {statistics.median(w for w, _ in results):.3f} s)"
+            )
         text = {"role": "user", "content": "x" * 2**21}
         small = json.dumps({"model": "turnbon", "messages": [text]}).encode()
         resident = []

@@ -404,3 +404,24 @@ def test_workers_without_a_store_file_are_told_that_theirs_are_apart(
     warn_unshared_store(shared, 2)
     warn_unshared_store(ServeConfig(model="openai/gpt-4o-mini"), 1)
     assert capsys.readouterr().err == ""
+
+
+def test_a_small_request_continuing_a_conversation_larger_than_a_body_may_be_is_a_413(
+    stub: StubServer,
+) -> None:
+    # Each turn's answer fits the body limit; the conversation it grows into does not.
+    with BackgroundServer(serve_config(stub, max_body_bytes=64 * 1024)) as running:
+        stub.script(chat_completion(ANSWER))
+        first = httpx.post(
+            f"{running.base_url}/responses",
+            json={"model": "turnbon", "input": "x" * 20_000},
+        )
+        assert first.status_code == 200, first.text
+        second = chained(running, first.json()["id"], "y" * 40_000)
+        assert second.status_code == 200, second.text
+        third = chained(running, second.json()["id"], "z" * 6_000)  # a small body
+        assert third.status_code == 413
+        error = third.json()["error"]
+        assert error["code"] == "request_too_large"
+        assert "continues a stored conversation" in error["message"]
+        assert "--max-body-mb" in error["message"]

@@ -313,3 +313,11 @@ def test_the_check_of_the_stub_and_of_selectors_that_call_no_model_imports_nothi
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e30", "0"])
+def test_a_size_flag_takes_a_finite_size_within_its_range(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = refused(["serve", "--model", "stub", "--response-store-mb", value], capsys)
+    assert "argument --response-store-mb:" in err and "Traceback" not in err

@@ -32,6 +32,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from turnbon_graph.errors import ConfigurationError, RequestFieldError, TurnBoNError
 from turnbon_graph.openai.text import check_utf8
+from turnbon_graph.serve.config import MB
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -42,6 +43,7 @@ __all__ = [
     "PROTOCOLS",
     "BodyError",
     "ClientLeft",
+    "continued_conversation",
     "guarded_protocol",
     "in_proportion",
     "json_depth",
@@ -107,8 +109,34 @@ less than a thread hop costs); for a larger one on a thread, so that other reque
 not held up."""
 
 _BODY_BYTES: ContextVar[int] = ContextVar("turnbon_body_bytes", default=0)
-"""The size of the body the current request sent (each request is a task of its own,
-with a context of its own)."""
+"""The size of the body the current request sent, with the stored conversation it
+continues (each request is a task of its own, with a context of its own)."""
+
+
+def continued_conversation(size: int, limit: int) -> None:
+    """A request that continues a stored conversation of `size` bytes costs what a body
+    of its size and the conversation's would: refused past `limit` (--max-body-mb), as
+    that body would be, and counted by `in_proportion`, so that a small request that
+    continues a long conversation is worked on off the event loop.
+
+    Raises:
+        BodyError: 413, the conversation is over `limit`.
+    """
+    whole = _BODY_BYTES.get() + size
+    if whole > limit:
+        raise BodyError(
+            413,
+            f"this request continues a stored conversation of {_size(size)}, which with its "
+            f"body is more than a request may hold ({_size(limit)}, --max-body-mb): start a "
+            "new conversation with its own input, or raise --max-body-mb",
+            "request_too_large",
+        )
+    _BODY_BYTES.set(whole)
+
+
+def _size(count: int) -> str:
+    """Bytes in words: KiB under a MiB, else MiB."""
+    return f"{count / 1024:,.0f} KiB" if count < MB else f"{count / MB:,.1f} MiB"
 
 
 async def in_proportion(work: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:

@@ -79,7 +79,7 @@ def responses_reader(config: ServeConfig, store: ResponseStore) -> Reader:
 
     async def read(body: Any) -> Reply:
         await load_litellm()  # its transformation reads the request (off the loop, once)
-        resolved = await resolve(body, store)
+        resolved = await resolve(body, store, config.max_body_bytes)
         request = await in_proportion(parse_responses_request, resolved.body, model=config.model)
         name = request.chat.model or config.name
 

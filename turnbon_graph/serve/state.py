@@ -24,6 +24,7 @@ from typing import Any
 
 from turnbon_graph.errors import NotStoredError, RequestFieldError
 from turnbon_graph.serve.config import ServeConfig
+from turnbon_graph.serve.limits import continued_conversation
 from turnbon_graph.serve.sqlite_store import SqliteStore
 from turnbon_graph.serve.store import MemoryStore, ResponseStore, StoredResponse
 
@@ -56,11 +57,12 @@ class Resolved:
     """The `previous_response_id` given, which the response echoes."""
 
 
-async def resolve(body: Any, store: ResponseStore) -> Resolved:
+async def resolve(body: Any, store: ResponseStore, max_bytes: int) -> Resolved:
     """`body` with its previous response's items, then its own input with each
     `item_reference` replaced by the stored item, as `input` (a `NotStoredError` for a
-    miss). A body that is not an object, or whose `input` is neither text nor a list, is
-    left for the request's own checks to refuse."""
+    miss; a `BodyError` when the conversation continued is over `max_bytes`, as a body
+    holding it would be). A body that is not an object, or whose `input` is neither text
+    nor a list, is left for the request's own checks to refuse."""
     if not isinstance(body, Mapping):
         return Resolved(body)
     previous, given = body.get(PREVIOUS), body.get("input")
@@ -81,6 +83,7 @@ async def resolve(body: Any, store: ResponseStore) -> Resolved:
                 status=400,
                 code="previous_response_not_found",
             )
+        continued_conversation(stored.size, max_bytes)
         before = [*stored.input, *stored.output]
     own = await _referenced(given, store)
     if previous is None and own is given:  # nothing to resolve: the body as it came

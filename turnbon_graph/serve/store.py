@@ -38,6 +38,9 @@ class StoredResponse:
     input: list[dict[str, Any]]
     """The whole conversation before it, as input items: its chain's input and output
     items, then the request's own input, item references resolved."""
+    size: int = 0
+    """Its bytes as stored (JSON text), when it was read from a store: what a request
+    that continues it makes the server hold and convert."""
 
     @property
     def id(self) -> str:
@@ -74,7 +77,9 @@ class Encoded:
 
     @staticmethod
     def decode(response: str, given: str) -> StoredResponse:
-        return StoredResponse(response=json.loads(response), input=json.loads(given))
+        return StoredResponse(
+            response=json.loads(response), input=json.loads(given), size=len(response) + len(given)
+        )
 
 
 class ResponseStore(ABC):

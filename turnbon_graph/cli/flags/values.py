@@ -48,6 +48,20 @@ def finite_positive(text: str) -> float:
     return value
 
 
+MAX_MEGABYTES = 1024 * 1024
+"""The largest size in MiB a size flag takes (1 TiB): past it, a typo."""
+
+
+def megabytes(text: str) -> float:
+    """argparse type: a size in MiB, finite, above 0 and at most `MAX_MEGABYTES`."""
+    value = finite_positive(text)
+    if value > MAX_MEGABYTES:
+        raise argparse.ArgumentTypeError(
+            f"{value:g} MiB is more than {MAX_MEGABYTES:,} MiB (1 TiB)"
+        )
+    return value
+
+
 def share(text: str) -> float:
     """argparse type: a number above 0 and at most 1."""
     value = positive_float(text)

@@ -97,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         check_credentials(
             config.model, dict(turn.completion_kwargs or {}), turn.selector, turn.selector_kwargs
         )
+        if config.response_store is not None:  # one that cannot open is said before the banner
+            from turnbon_graph.serve.state import open_store
+
+            open_store(config).close()
         stub = " (the scripted stub)" if settings["model"] == STUB_MODEL else ""
         print(
             f"turnbon serve: {config.model}{stub} (n={config.turn.n}) as {config.name!r} on "

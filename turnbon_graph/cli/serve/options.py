@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from turnbon_graph.cli.flags.shared import Flag
-from turnbon_graph.cli.flags.values import positive_float, positive_int
+from turnbon_graph.cli.flags.values import finite_positive, megabytes, positive_int
 
 __all__ = ["LOG_LEVELS", "SERVER_FLAGS", "SETTINGS", "SHARED_SETTINGS", "STORE_SETTINGS"]
 
@@ -70,16 +70,17 @@ SERVER_FLAGS: dict[str, Flag] = {
     "max_body_mb": Flag(
         ("--max-body-mb",),
         {
-            "type": positive_float,
+            "type": megabytes,
             "default": 10.0,
             "metavar": "MB",
-            "help": "a larger request body (in MiB) gets a 413 before the rest of it is read",
+            "help": "a larger request body (in MiB, at most 1 TiB), or a request continuing a "
+            "larger stored conversation, gets a 413 before the rest of it is read",
         },
     ),
     "header_timeout_s": Flag(
         ("--header-timeout",),
         {
-            "type": positive_float,
+            "type": finite_positive,
             "default": 10.0,
             "metavar": "S",
             "help": "a connection that has not sent a request's line and headers within S "
@@ -89,7 +90,7 @@ SERVER_FLAGS: dict[str, Flag] = {
     "body_timeout_s": Flag(
         ("--body-timeout",),
         {
-            "type": positive_float,
+            "type": finite_positive,
             "default": 60.0,
             "metavar": "S",
             "help": "a request body that has not arrived within S seconds of its headers gets "
@@ -119,16 +120,17 @@ SERVER_FLAGS: dict[str, Flag] = {
     "response_store_mb": Flag(
         ("--response-store-mb",),
         {
-            "type": positive_float,
+            "type": megabytes,
             "default": 64.0,
             "metavar": "MB",
-            "help": "the stored responses' size (MiB of JSON) past which the oldest are dropped",
+            "help": "the stored responses' size (MiB of JSON, at most 1 TiB) past which the "
+            "oldest are dropped",
         },
     ),
     "response_store_ttl_s": Flag(
         ("--response-store-ttl",),
         {
-            "type": positive_float,
+            "type": finite_positive,
             "default": 24 * 3600.0,
             "metavar": "S",
             "help": "seconds a stored response is kept",
