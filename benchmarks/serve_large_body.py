@@ -2,7 +2,7 @@
 what large bodies leave in its memory.
 
 `turnbon serve --model stub -n 2` runs in a process of its own. For each endpoint a body
-of 90,000 short messages (about 9.7 MiB, under the 10 MiB limit) is sent while a second
+of 90,000 short messages (about 9.7 MiB; the server is started with --max-body-mb 32) is sent while a second
 connection asks `GET /health` over and over; the longest `/health` wait is taken as a
 fraction of the large request's own time, within each round (shared machines are noisy:
 compare ratios, not seconds). "refused" ends in a message of a role no API knows, so the
@@ -46,6 +46,7 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     command = [sys.executable, "-m", "turnbon_graph.cli", "serve", "--model", "stub"]
     command += ["-n", "2", "--port", str(port), "--log-level", "warning"]
+    command += ["--max-body-mb", "32"]  # a continued 80,000-item conversation is ~12 MiB
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -86,8 +87,9 @@ def stall(base: str, endpoint: str, body: bytes) -> tuple[float, float]:
 
     def send() -> None:
         started = time.monotonic()
-        httpx.post(f"{base}/v1/{endpoint}", content=body, timeout=600)
+        answer = httpx.post(f"{base}/v1/{endpoint}", content=body, timeout=600)
         sent["took"] = time.monotonic() - started
+        sent["status"] = answer.status_code
 
     waits = []
     with httpx.Client(timeout=600) as client:
@@ -99,6 +101,9 @@ def stall(base: str, endpoint: str, body: bytes) -> tuple[float, float]:
             client.get(f"{base}/health")
             waits.append(time.monotonic() - started)
         sender.join()
+    expected = 400 if b'"narrator"' in body else 200
+    if sent["status"] != expected:
+        raise RuntimeError(f"the request got {sent['status']}, not {expected}")
     return max(waits), sent["took"]
 
 
