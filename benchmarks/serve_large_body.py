@@ -1,8 +1,8 @@
 """How long `turnbon serve` keeps other requests waiting while it reads a large body, and
 what large bodies leave in its memory.
 
-`turnbon serve --model stub -n 2` runs in a process of its own. For each endpoint a body
-of 90,000 short messages (about 9.7 MiB; the server is started with --max-body-mb 32) is sent while a second
+`turnbon serve --model stub -n 2 --max-body-mb 32` runs in a process of its own. For
+each endpoint a body of 90,000 short messages (about 9.7 MiB) is sent while a second
 connection asks `GET /health` over and over; the longest `/health` wait is taken as a
 fraction of the large request's own time, within each round (shared machines are noisy:
 compare ratios, not seconds). "refused" ends in a message of a role no API knows, so the
