@@ -91,3 +91,20 @@ def test_misses_and_bad_queries_are_openais_errors(
     unstored = client.responses.create(model="turnbon", input=QUESTION, store=False)
     with pytest.raises(openai.NotFoundError):
         client.responses.input_items.list(unstored.id)
+
+
+def test_every_item_id_is_shaped_as_openais(stub: StubServer, serving: BackgroundServer) -> None:
+    # msg_, fc_, fco_ and 32 hex digits, no dashes: clients that read ids by prefix work
+    client = client_of(serving)
+    stub.script(chat_completion("Done."))
+    given = [
+        {"role": "user", "content": QUESTION},
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "/home/ann"},
+    ]
+    answered = client.responses.create(model="turnbon", input=given)  # type: ignore[arg-type]
+    (message,) = answered.output
+    ids = [item.id for item in client.responses.input_items.list(answered.id, order="asc")]
+    shaped = [message.id, *ids]
+    assert [i.partition("_")[0] for i in shaped] == ["msg", "msg", "fc", "fco"]
+    assert all(len(i.partition("_")[2]) == 32 and "-" not in i for i in shaped), shaped

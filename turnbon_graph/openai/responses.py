@@ -323,6 +323,16 @@ def _check_input(given: Any) -> None:
 # ---------------------------------------------------------------------- responses
 
 
+ITEM_PREFIXES = {"message": "msg", "function_call": "fc", "reasoning": "rs"}
+ITEM_PREFIXES |= {"function_call_output": "fco"}
+"""The prefix of an item's id by its type, as OpenAI shapes them (`msg_` + hex)."""
+
+
+def item_id(kind: str) -> str:
+    """A new id for an item of type `kind`: its prefix, `_` and 32 hex digits."""
+    return f"{ITEM_PREFIXES.get(kind, 'item')}_{uuid.uuid4().hex}"
+
+
 def response_body(message: AIMessage, request: ResponsesRequest, *, model: str) -> dict[str, Any]:
     """The `response` object for the chosen message (LiteLLM's transformation of the
     turn's `chat.completion`), `usage` covering the whole turn and the turn record (if
@@ -338,8 +348,9 @@ def response_body(message: AIMessage, request: ResponsesRequest, *, model: str) 
     body["id"] = f"resp_{uuid.uuid4().hex}"
     body["store"] = False  # until the server stores it (`serve.state.keep`)
     for item in body.get("output") or []:
-        if item.get("type") == "function_call":  # LiteLLM's is "fc_" + the upstream call id,
-            item["id"] = f"fc_{uuid.uuid4().hex}"  # which repeats: an item_reference needs one
+        # LiteLLM's are a uuid with dashes, or "fc_" + the upstream call id (which repeats:
+        # an item_reference needs one of its own): ids as OpenAI shapes them
+        item["id"] = item_id(str(item.get("type", "message")))
     usage = body.get("usage") or {}
     usage.pop("cost", None)
     # the SDK's ResponseUsage requires cache_write_tokens, which LiteLLM's leaves out

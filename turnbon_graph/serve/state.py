@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from turnbon_graph.errors import NotStoredError, RequestFieldError
+from turnbon_graph.openai.responses import item_id
 from turnbon_graph.serve.config import ServeConfig
 from turnbon_graph.serve.limits import continued_conversation
 from turnbon_graph.serve.sqlite_store import SqliteStore
@@ -153,13 +153,11 @@ async def keep(response: dict[str, Any], resolved: Resolved, store: ResponseStor
 def _with_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`items` each with an id, as OpenAI gives the input items it stores: an input item
     listed by `input_items` is named by its id, which pagination's cursors are."""
-    return [item if "id" in item else {"id": _new_id(item), **item} for item in items]
-
-
-def _new_id(item: dict[str, Any]) -> str:
-    kind = item.get("type", "message")  # an item without a type is a message
-    prefix = {"message": "msg", "function_call_output": "fco"}.get(str(kind), "item")
-    return f"{prefix}_{uuid.uuid4().hex}"
+    # an item without a type is a message
+    return [
+        item if "id" in item else {"id": item_id(str(item.get("type", "message"))), **item}
+        for item in items
+    ]
 
 
 async def retrieved(store: ResponseStore, response_id: str) -> dict[str, Any]:
