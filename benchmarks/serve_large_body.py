@@ -124,12 +124,14 @@ def main() -> None:
             f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
         )
         cases = [
-            (endpoint, "refused" if refused else "answered", large_body(endpoint, refused))
+            (endpoint, "refused" if refused else "answered", large_body, (endpoint, refused))
             for endpoint in ("chat/completions", "responses")
             for refused in (True, False)
         ]
-        cases.append(("responses", "continued", continuing(base)))
-        for endpoint, case, body in cases:
+        # stored just before it is continued: the other cases' answers fill the store
+        cases.append(("responses", "continued", continuing, (base,)))
+        for endpoint, case, make, made_of in cases:
+            body = make(*made_of)  # type: ignore[operator]
             results = [stall(base, endpoint, body) for _ in range(args.rounds)]
             ratios = [wait / took for wait, took in results]
             print(
