@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import threading
 
 import pytest
@@ -41,3 +42,15 @@ def test_a_conversation_over_the_body_limit_is_refused() -> None:
         contextvars.copy_context().run(request)
     said = str(refused.value)
     assert refused.value.status == 413 and "of 10.5 MiB" in said and "(10.0 MiB" in said
+
+
+def test_a_conversation_is_stored_an_item_a_line_and_an_older_array_still_reads() -> None:
+    from turnbon_graph.serve.store import Encoded, StoredResponse
+
+    items = [{"type": "message", "role": "user", "content": f"line {i}\n"} for i in range(3)]
+    stored = StoredResponse(response={"id": "resp_1", "output": []}, input=items)
+    encoded = Encoded.of(stored)
+    assert encoded.input.count("\n") == 2  # one item a line (newlines in text are escaped)
+    assert Encoded.decode(encoded.response, encoded.input) == stored
+    older = Encoded.decode(encoded.response, json.dumps(items))  # as earlier versions wrote
+    assert older.input == items

@@ -23,7 +23,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Encoded", "MemoryStore", "ResponseStore", "StoredResponse"]
@@ -38,7 +38,7 @@ class StoredResponse:
     input: list[dict[str, Any]]
     """The whole conversation before it, as input items: its chain's input and output
     items, then the request's own input, item references resolved."""
-    size: int = 0
+    size: int = field(default=0, compare=False)
     """Its bytes as stored (JSON text), when it was read from a store: what a request
     that continues it makes the server hold and convert."""
 
@@ -68,7 +68,7 @@ class Encoded:
             for item in stored.output
             if isinstance(item.get("id"), str)
         }
-        return cls(stored.id, json.dumps(stored.response), json.dumps(stored.input), items)
+        return cls(stored.id, json.dumps(stored.response), _lines(stored.input), items)
 
     @property
     def size(self) -> int:
@@ -78,8 +78,22 @@ class Encoded:
     @staticmethod
     def decode(response: str, given: str) -> StoredResponse:
         return StoredResponse(
-            response=json.loads(response), input=json.loads(given), size=len(response) + len(given)
+            response=json.loads(response), input=_items(given), size=len(response) + len(given)
         )
+
+
+def _lines(items: list[dict[str, Any]]) -> str:
+    """A conversation as JSON lines, an item a line: written item by item, so that a long
+    one never holds the interpreter (and the event loop beside this thread) for one
+    long `json.dumps`."""
+    return "\n".join(json.dumps(item) for item in items)
+
+
+def _items(text: str) -> list[dict[str, Any]]:
+    """`_lines` read back item by item (a JSON array: what earlier versions stored)."""
+    if text.startswith("["):
+        return list(json.loads(text))
+    return [json.loads(line) for line in text.split("\n") if line]
 
 
 class ResponseStore(ABC):
