@@ -24,6 +24,7 @@ import secrets
 import stat
 import time
 from dataclasses import dataclass, field
+from importlib import machinery
 from importlib.util import source_hash
 from pathlib import Path
 
@@ -38,6 +39,9 @@ FILE_BYTES = 1 << 20
 PARSED_BYTES = 256 << 10
 """Source files up to this size are also parsed (for an always-equal `__eq__`)."""
 SCAN_SECONDS = 2.0
+EXTENSIONS = tuple(s for s in machinery.EXTENSION_SUFFIXES if s != ".py")
+"""What a native extension module's file ends in (`helper.cpython-311-x86_64-linux-
+gnu.so`): the work folder's are never loaded by the tests (`watch.refusing_bytecode`)."""
 """The scan stops (and says so) after this long: it comes out of the tests' time."""
 SKIPPED_DIRS = {".git", "node_modules", "site-packages", "dist-packages"}
 """Folders the source scan does not enter (installed packages name pytest's internals)."""
@@ -215,6 +219,8 @@ class _Scanner:
         elif stat.S_ISREG(mode) and path.endswith(".pyc"):
             if (problem := _bytecode(Path(path))) is not None:
                 self.scan.tamper.append(f"bytecode {problem}: {shown}")
+        elif stat.S_ISREG(mode) and path.endswith(EXTENSIONS):
+            self.scan.tamper.append(f"a native extension module, never loaded here: {shown}")
         elif stat.S_ISREG(mode) and path.endswith((".py", ".pth")):
             self.source(path, shown)
 
@@ -290,8 +296,10 @@ def _bytecode(path: Path) -> str | None:
 
 
 def _always_equal(text: str) -> int | None:
-    """The line of an `__eq__` (a def, or a lambda assigned to it) that returns True
-    without reading what it is compared with, or None."""
+    """The line of an `__eq__` (a def, or a lambda assigned to it) that returns something
+    true without reading what it is compared with (`def __eq__(self, *other): return 1`
+    too), or one made of a library's callables (`__eq__ = partialmethod(operator.is_not)`),
+    whose code the watch cannot trace to the deliverable; else None."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -300,15 +308,18 @@ def _always_equal(text: str) -> int | None:
         function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | None = None
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "__eq__":
             function = node
-        elif (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Lambda)
-            and any(isinstance(t, ast.Name) and t.id == "__eq__" for t in node.targets)
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__eq__" for t in node.targets
         ):
-            function = node.value
-        if function is None or len(function.args.args) < 2:
+            if not isinstance(node.value, ast.Lambda | ast.Name):
+                return node.lineno  # a partial, a module's attribute: not its own code
+            if isinstance(node.value, ast.Lambda):
+                function = node.value
+        if function is None:
             continue
-        other = function.args.args[1].arg
+        other = _other(function.args)
+        if other is None:
+            continue
         body = function.body if isinstance(function.body, list) else [function.body]
         found = [n for part in body for n in ast.walk(part)]
         used = any(isinstance(n, ast.Name) and n.id == other for n in found)
@@ -321,8 +332,17 @@ def _always_equal(text: str) -> int | None:
     return None
 
 
+def _other(arguments: ast.arguments) -> str | None:
+    """The name an `__eq__` gets what it is compared with under: its second parameter,
+    else its `*args`."""
+    if len(arguments.args) >= 2:
+        return arguments.args[1].arg
+    return arguments.vararg.arg if arguments.vararg is not None else None
+
+
 def _true(node: ast.expr | None) -> bool:
-    return isinstance(node, ast.Constant) and node.value is True
+    """A constant that is true (`True`, `1`, `"yes"`)."""
+    return isinstance(node, ast.Constant) and bool(node.value)
 
 
 def combined(*parts: list[str]) -> list[str]:

@@ -36,6 +36,7 @@ import json
 import os
 import posix
 import stat
+import threading
 import types
 from collections.abc import Callable, Iterator
 from importlib import machinery
@@ -230,6 +231,7 @@ class Watch:
             self.compare()
             self.hooks()
             self.modules()
+            self.tracing()
         except Exception as exc:  # the deliverable broke what is read here: evidence too
             self.tamper(f"the verifier's checks failed: {type(exc).__name__}: {exc}")
         finally:
@@ -254,6 +256,8 @@ class Watch:
         if owner.partition(".")[0] not in PYTEST:
             if where is not None:
                 self.tamper(f"{owner}.{attr} was {how} by code of {where}")
+            elif not any(_codes(now)):  # no code to trace (a partial of a builtin): still
+                self.tamper(f"{owner}.{attr} was {how} by {now!r:.60}")
         elif where is not None:
             self.tamper(
                 f"pytest's internals were changed: {owner}.{attr} was {how} by code of {where}"
@@ -269,6 +273,22 @@ class Watch:
                 where = self.origin(impl.function)
                 if where is not None:
                     self.tamper(f"a pytest hook of {where} ({impl.plugin_name}): {caller.name}")
+
+    def tracing(self) -> None:
+        """A profile or trace hook set by the deliverable (`sys.setprofile`, `settrace`,
+        `threading.setprofile`, `settrace`) sees every call pytest makes, and can change
+        what it returns: evidence, whatever code it is."""
+        hooks = {
+            "sys.setprofile": sys.getprofile(),
+            "sys.settrace": sys.gettrace(),
+            "threading.setprofile": getattr(threading, "_profile_hook", None),
+            "threading.settrace": getattr(threading, "_trace_hook", None),
+        }
+        for how, hook in hooks.items():
+            if hook is not None:
+                where = self.origin(hook)
+                by = f"code of {where}" if where else f"{hook!r:.60}"
+                self.tamper(f"a hook on every call was set with {how}: {by}")
 
     def modules(self) -> None:
         for name, module in list(sys.modules.items()):
@@ -351,17 +371,14 @@ class Observer:
 
 
 def refusing_bytecode(workdir: str) -> Callable[[str], machinery.FileFinder]:
-    """A path hook for the work folder's folders: source and extension modules only, so
-    a `helper.pyc` alone is no module (elsewhere the usual hook answers)."""
+    """A path hook for the work folder's folders: source modules only, so a
+    `helper.pyc` alone is no module, and a native extension beside an honest
+    `helper.py` is not the module found first (elsewhere the usual hook answers)."""
 
     def hook(path: str) -> machinery.FileFinder:
         if not inside(os.path.realpath(path or "."), workdir):
             raise ImportError("not the work folder")
-        return machinery.FileFinder(
-            path,
-            (machinery.ExtensionFileLoader, machinery.EXTENSION_SUFFIXES),
-            (machinery.SourceFileLoader, machinery.SOURCE_SUFFIXES),
-        )
+        return machinery.FileFinder(path, (machinery.SourceFileLoader, machinery.SOURCE_SUFFIXES))
 
     return hook
 
