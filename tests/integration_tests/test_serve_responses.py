@@ -261,7 +261,7 @@ def test_fields_that_change_nothing_are_accepted_and_settings_reach_the_upstream
     [
         ({"input": QUESTION, "temperature": 3}, "temperature", "from 0 to 2"),
         ({"input": QUESTION, "max_output_tokens": 0}, "max_output_tokens", "integer from 1"),
-        ({"input": QUESTION, "conversation": "conv_1"}, "conversation", "previous_response_id"),
+        ({"input": QUESTION, "conversation": 5}, "conversation", "a conversation id"),
         ({"input": 5}, "input", "a string or a list"),
         ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input", "item_reference"),
         ({"input": [{"role": "user"}]}, "input", "needs role, content"),

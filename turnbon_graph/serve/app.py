@@ -47,6 +47,7 @@ from turnbon_graph.errors import (
 from turnbon_graph.openai.chat import (
     ChatRequest,
 )
+from turnbon_graph.serve import conversations
 from turnbon_graph.serve.config import ServeConfig
 from turnbon_graph.serve.limits import BodyError, ClientLeft, in_proportion, read_json_body
 from turnbon_graph.serve.readers import Reader, chat_reader, responses_reader
@@ -82,6 +83,15 @@ def bad_request(exc: ConfigurationError) -> JSONResponse:
     return error_response(400, str(exc), "invalid_request_error", "invalid_request", param=param)
 
 
+CONVERSATION_ROUTES = (
+    ("", ["POST"]),
+    ("/{conversation_id}", ["GET", "POST", "DELETE"]),
+    ("/{conversation_id}/items", ["GET", "POST"]),
+    ("/{conversation_id}/items/{item_id}", ["GET", "DELETE"]),
+)
+"""The Conversations API's paths under /v1/conversations, and their methods."""
+
+
 def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Starlette:
     """The app serving `config.model` with `config.turn` (or a ready `engine`).
 
@@ -108,6 +118,11 @@ def create_app(config: ServeConfig, *, engine: TurnEngine | None = None) -> Star
         Route("/responses/{response_id}", service.stored, methods=["GET", "DELETE"]),
         Route("/v1/responses/{response_id}/input_items", service.input_items, methods=["GET"]),
         Route("/responses/{response_id}/input_items", service.input_items, methods=["GET"]),
+        *(
+            Route(f"{root}/conversations{path}", service.conversation, methods=methods)
+            for root in ("/v1", "")
+            for path, methods in CONVERSATION_ROUTES
+        ),
         Route("/v1/models", service.models, methods=["GET"]),
         Route("/models", service.models, methods=["GET"]),
         Route("/health", service.health, methods=["GET"]),
@@ -222,6 +237,36 @@ class _Service:
             return JSONResponse(await reply(self.store, response_id))
         except ConfigurationError as exc:
             return bad_request(exc)
+
+    async def conversation(self, request: Request) -> Response:
+        """The Conversations API (`serve.conversations`), by path and method."""
+        if (refused := self._refused(request)) is not None:
+            return refused
+        found = request.path_params.get("conversation_id")
+        item = request.path_params.get("item_id")
+        store, method = self.store, request.method
+        body = await read_json_body(request, self.config) if method == "POST" else None
+        try:
+            if found is None:
+                answer = await conversations.created(store, body)
+            elif item is not None:
+                reply = conversations.item_of if method == "GET" else conversations.item_removed
+                answer = await reply(store, found, item)
+            elif request.url.path.endswith("/items"):
+                answer = await (
+                    conversations.items_page(store, found, request.query_params)
+                    if method == "GET"
+                    else conversations.added(store, found, body)
+                )
+            elif method == "GET":
+                answer = (await conversations.read(store, found)).response
+            elif method == "POST":
+                answer = await conversations.updated(store, found, body)
+            else:
+                answer = await conversations.removed(store, found)
+        except ConfigurationError as exc:
+            return bad_request(exc)
+        return JSONResponse(answer)
 
     async def input_items(self, request: Request) -> Response:
         """`GET /v1/responses/{id}/input_items`: a page of a stored response's input."""

@@ -30,8 +30,9 @@ from turnbon_graph.openai.responses import (
     response_body,
     response_events,
 )
+from turnbon_graph.serve import conversations
 from turnbon_graph.serve.limits import in_proportion
-from turnbon_graph.serve.state import keep, resolve
+from turnbon_graph.serve.state import keep, resolve, with_ids
 
 if TYPE_CHECKING:
     from turnbon_graph.serve.config import ServeConfig
@@ -79,13 +80,19 @@ def responses_reader(config: ServeConfig, store: ResponseStore) -> Reader:
 
     async def read(body: Any) -> Reply:
         await load_litellm()  # its transformation reads the request (off the loop, once)
-        resolved = await resolve(body, store, config.max_body_bytes)
+        limit = config.max_body_bytes
+        conversation, body, held = await conversations.continued(body, store, limit)
+        resolved = await resolve(body, store, limit)
         request = await in_proportion(parse_responses_request, resolved.body, model=config.model)
         name = request.chat.model or config.name
 
         async def whole(message: AIMessage) -> dict[str, Any]:
             answered = await in_proportion(response_body, message, request, model=name)
             await keep(answered, resolved, store)
+            if conversation is not None:  # its input and answer join the conversation
+                answered["conversation"] = {"id": conversation}
+                new = [*with_ids(resolved.conversation[held:]), *answered.get("output", [])]
+                await conversations.appended(store, conversation, new)
             return answered
 
         async def streamed(message: AIMessage) -> Iterator[str]:

@@ -28,7 +28,17 @@ from turnbon_graph.serve.limits import continued_conversation
 from turnbon_graph.serve.sqlite_store import SqliteStore
 from turnbon_graph.serve.store import MemoryStore, ResponseStore, StoredResponse
 
-__all__ = ["Resolved", "deleted", "input_items", "keep", "open_store", "resolve", "retrieved"]
+__all__ = [
+    "Resolved",
+    "deleted",
+    "input_items",
+    "keep",
+    "open_store",
+    "page_of",
+    "resolve",
+    "retrieved",
+    "with_ids",
+]
 
 log = logging.getLogger("turnbon.serve")
 
@@ -141,7 +151,7 @@ async def keep(response: dict[str, Any], resolved: Resolved, store: ResponseStor
     if isinstance(resolved.body, Mapping) and resolved.body.get("store") is not False:
         response["store"] = True  # as it is stored (and retrieved)
         try:
-            kept = await store.put(StoredResponse(response, _with_ids(resolved.conversation)))
+            kept = await store.put(StoredResponse(response, with_ids(resolved.conversation)))
         except (sqlite3.Error, OSError) as exc:
             log.warning("response %s was not stored: %s", response["id"], exc)
         else:
@@ -150,7 +160,7 @@ async def keep(response: dict[str, Any], resolved: Resolved, store: ResponseStor
     response["store"] = kept
 
 
-def _with_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`items` each with an id, as OpenAI gives the input items it stores: an input item
     listed by `input_items` is named by its id, which pagination's cursors are."""
     # an item without a type is a message
@@ -185,12 +195,18 @@ async def input_items(
     stored = await store.get(response_id)
     if stored is None:
         raise _unknown(response_id)
+    return page_of(stored.input, query)
+
+
+def page_of(given: list[dict[str, Any]], query: Mapping[str, str]) -> dict[str, Any]:
+    """A page of `given` items as OpenAI lists them (`limit`, `order`, `after`,
+    `before`: see `input_items`)."""
     limit, order = _limit(query.get("limit", "20")), query.get("order", "desc")
     if order not in ("asc", "desc"):
         raise RequestFieldError(
             "order", f"Invalid 'order': expected one of 'asc' or 'desc', but got {order!r}."
         )
-    items = [_as_listed(item) for item in stored.input]
+    items = [_as_listed(item) for item in given]
     if order == "desc":
         items.reverse()
     ids = [item.get("id") for item in items]
