@@ -328,9 +328,7 @@ class _LiveRun:
             repeat=repeat,
             outcome=_outcome(end),
             turns=len(after),
-            tokens=sum(
-                r.usage.generator.total_tokens + r.usage.selector.total_tokens for r in after
-            ),
+            tokens=sum(r.usage.total.total_tokens for r in after),
             duration_s=round(time.monotonic() - started, 3),
             error=end.error,
         )
