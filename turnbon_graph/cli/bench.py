@@ -8,8 +8,7 @@ import sys
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.bench.registry import ENVIRONMENTS_GROUP
-from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.run_folder import resume_command
 from turnbon_graph.cli.flags.shared import N_SETTINGS, SHARED, add_flags, episode_arguments
 from turnbon_graph.cli.flags.strategy import check_horizon, strategy_arguments
@@ -23,18 +22,7 @@ if TYPE_CHECKING:
 
 def add_parser(commands: Any) -> None:
     """Adds `turnbon bench` and its flags to `commands`."""
-    parser = subcommand(
-        commands,
-        "bench",
-        help="run an environment's tasks for each N and trial into a run folder",
-        description=(
-            "Run every task of an environment for each N and trial, saving each finished "
-            "episode to a run folder. Interrupted runs resume: run the same command with "
-            "--run DIR. Environments come from installed packages (entry-point group "
-            f"'{ENVIRONMENTS_GROUP}')."
-        ),
-        allow_abbrev=False,  # the resume hint rewrites --run; abbreviations would dodge it
-    )
+    parser = command_parser(commands, "bench")
     episode_arguments(parser, selector="the selector")
     N_SETTINGS.add(parser)
     SHARED["trials"].add(parser, help="attempts per task and N")
