@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from turnbon_graph.analysis.rollouts.budget import Ledger, RolloutBudget, Spend
@@ -156,34 +156,28 @@ class _PausedTurn:
     """The segments the episode had still to play (follow-up user messages)."""
 
 
+@dataclass
 class _LiveRun:
     """The main episode, paused before every `select`, and its branches."""
 
-    def __init__(
-        self,
-        episode: ForkableEpisode,
-        engine: TurnEngine,
-        continuation: TurnEngine,
-        task: TaskSpec,
-        trial: int,
-        budget: RolloutBudget,
-        spend: Ledger,
-        concurrency: int,
-    ) -> None:
-        self.episode = episode
-        self.engine = engine
-        self.continuation = continuation
-        self.task = task
-        self.trial = trial
-        self.budget = budget
-        self.spend = spend
+    episode: ForkableEpisode
+    engine: TurnEngine
+    continuation: TurnEngine
+    task: TaskSpec
+    trial: int
+    budget: RolloutBudget
+    spend: Ledger
+    concurrency: InitVar[int]
+    """Rollouts at once (`limit`)."""
+    branched: list[BranchTurn] = field(default_factory=list)
+    skipped_turns: list[SkippedTurn] = field(default_factory=list)
+    outcome: RolloutOutcome = "agent_error"
+    error: str | None = None
+    main_turns: int = 0
+
+    def __post_init__(self, concurrency: int) -> None:
         self.limit = asyncio.Semaphore(concurrency)
-        self.chosen = budget.chosen_turns(task, trial)
-        self.branched: list[BranchTurn] = []
-        self.skipped_turns: list[SkippedTurn] = []
-        self.outcome: RolloutOutcome = "agent_error"
-        self.error: str | None = None
-        self.main_turns = 0
+        self.chosen = self.budget.chosen_turns(self.task, self.trial)
 
     async def drive(self) -> None:
         from langgraph.checkpoint.memory import InMemorySaver
