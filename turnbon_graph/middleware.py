@@ -321,15 +321,11 @@ class _HandlerSource:
         return "the agent's own model makes one call per candidate"
 
     async def stream(
-        self,
-        messages: Sequence[BaseMessage],
-        n: int,
-        tools: list[dict[str, Any]] | None = None,
-        extra: dict[str, Any] | None = None,
-        *,
-        start: int = 0,
-        one_call: bool = True,
+        self, messages: Sequence[BaseMessage], n: int, *_: Any, start: int = 0, **__: Any
     ) -> AsyncGenerator[Candidate, None]:
+        """Candidates `start`..`start + n - 1`, one handler call each, as they finish. The
+        rest of `CandidateSource.stream`'s arguments go unread: the handler's request
+        already holds the agent's messages, tools and settings."""
         calls = [asyncio.ensure_future(self._call(i)) for i in range(start, start + n)]
         try:
             for done in asyncio.as_completed(calls):

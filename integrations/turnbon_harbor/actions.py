@@ -14,7 +14,7 @@ cannot read stays text (and gets Terminus-2's parse-error feedback if chosen).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -22,7 +22,6 @@ from harbor.agents.terminus_2.terminus_json_plain_parser import (
     ParseResult,
     TerminusJSONPlainParser,
 )
-from langchain_core.messages import BaseMessage
 
 from turnbon_graph.turn.candidates import Candidate, candidate_text
 from turnbon_graph.turn.generator import CandidateSource
@@ -79,17 +78,10 @@ class TerminusActions:
     def why_separate(self, n: int) -> str | None:
         return self.inner.why_separate(n)
 
-    async def stream(
-        self,
-        messages: Sequence[BaseMessage],
-        n: int,
-        tools: list[dict[str, Any]] | None = None,
-        extra: dict[str, Any] | None = None,
-        *,
-        start: int = 0,
-        one_call: bool = True,
-    ) -> AsyncGenerator[Candidate, None]:
-        calls = self.inner.stream(messages, n, tools, extra, start=start, one_call=one_call)
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncGenerator[Candidate, None]:
+        """The inner source's candidates, each read as an action; the arguments are the
+        inner `stream`'s, passed on as they are."""
+        calls = self.inner.stream(*args, **kwargs)
         async with aclosing(calls):  # closing this stream cancels the calls in flight
             async for candidate in calls:
                 yield as_action(candidate)

@@ -1,33 +1,18 @@
 """`turnbon analyze`: analysis.md for a run folder (what the selector prefers, the judge's
-and the rollouts' findings), written by `turnbon_graph.analysis.markdown`.
-
-Write analysis.md for a run folder: which behaviours the selector's picks show against
-the share expected from a random pick (the paper's Figure 4), and how long the picked
-actions are against the unpicked ones and the baseline's (Figure 5), each with a paired
-bootstrap over tasks; then the judge's flagged shares (Table 3) when `turnbon judge`
-wrote RUN/judge.jsonl, and the branch rollouts' measures when `turnbon rollouts` wrote
-RUN/rollouts.jsonl. Also writes report.html beside it: the same with the plots inlined
-and sortable tables, one self-contained file to send. Prints both paths.
-"""
+and the rollouts' findings), written by `turnbon_graph.analysis.markdown`."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from turnbon_graph.cli.flags.parser import described, subcommand
+from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.shared import SHARED, run_folder_arguments
-
-HELP = (
-    "write what the selector prefers (Figures 4, 5), the judge's and the rollouts' "
-    "findings for a run folder"
-)
-"""`turnbon analyze` in the list of commands."""
 
 
 def add_parser(commands: Any) -> None:
     """Adds `turnbon analyze` and its flags to `commands`."""
-    parser = subcommand(commands, "analyze", help=HELP, description=described(__doc__))
+    parser = command_parser(commands, "analyze")
     run_folder_arguments(parser, "RUN/analysis")
     SHARED["seed"].add(parser, help="the bootstrap's seed")
     parser.set_defaults(handler=run)

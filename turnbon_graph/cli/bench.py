@@ -1,9 +1,4 @@
-"""`turnbon bench`: an environment's tasks for each N and trial, into a run folder.
-
-Run every task of an environment for each N and trial, saving each finished episode to a
-run folder. Interrupted runs resume: run the same command with --run DIR. Environments
-come from installed packages (entry-point group 'turnbon.environments').
-"""
+"""`turnbon bench`: an environment's tasks for each N and trial, into a run folder."""
 
 from __future__ import annotations
 
@@ -13,7 +8,7 @@ import sys
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.cli.flags.parser import described, subcommand
+from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.run_folder import resume_command
 from turnbon_graph.cli.flags.shared import N_SETTINGS, SHARED, add_flags, episode_arguments
 from turnbon_graph.cli.flags.strategy import check_horizon, strategy_arguments
@@ -25,16 +20,9 @@ if TYPE_CHECKING:
     from turnbon_graph.bench.running.runs import EpisodeResult
 
 
-HELP = "run an environment's tasks for each N and trial into a run folder"
-"""`turnbon bench` in the list of commands."""
-
-
 def add_parser(commands: Any) -> None:
     """Adds `turnbon bench` and its flags to `commands`."""
-    # allow_abbrev: the resume hint rewrites --run; abbreviations would dodge it
-    parser = subcommand(
-        commands, "bench", help=HELP, description=described(__doc__), allow_abbrev=False
-    )
+    parser = command_parser(commands, "bench")
     episode_arguments(parser, selector="the selector", agents=True)
     N_SETTINGS.add(parser)
     SHARED["trials"].add(parser, help="attempts per task and N")

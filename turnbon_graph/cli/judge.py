@@ -1,13 +1,4 @@
-"""`turnbon judge`: an LLM judge's yes/no rubric verdicts on every attempt of a run folder.
-
-Judge every finished attempt of a run folder on each rubric: a yes/no answer with
-evidence citing turns, one call per attempt and rubric. The shipped rubrics (looping,
-reward hacking, ...) apply, changed or extended by --rubrics files. Verdicts are
-appended to RUN/judge.jsonl as they arrive and a rerun asks only what is missing. The
-judge sees each task's instruction, taken from the run's environment. Then prints the
-share of attempts flagged per rubric and setting against the baseline, with a paired
-bootstrap over tasks (the paper's Table 3).
-"""
+"""`turnbon judge`: an LLM judge's yes/no rubric verdicts on every attempt of a run folder."""
 
 from __future__ import annotations
 
@@ -16,17 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.cli.flags.parser import described, subcommand
+from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.shared import SHARED
 from turnbon_graph.cli.flags.values import INTERRUPTED, STUB_MODEL
-
-HELP = "ask an LLM judge yes/no rubric questions about every attempt of a run folder"
-"""`turnbon judge` in the list of commands."""
 
 
 def add_parser(commands: Any) -> None:
     """Adds `turnbon judge` and its flags to `commands`."""
-    parser = subcommand(commands, "judge", help=HELP, description=described(__doc__))
+    parser = command_parser(commands, "judge")
     parser.add_argument("run", type=Path, metavar="RUN", help="the run folder")
     SHARED["model"].add(
         parser,

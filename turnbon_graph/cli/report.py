@@ -1,30 +1,18 @@
-"""`turnbon report`: a run folder's results as Markdown with tables and plots.
-
-Write report.md (pass rates, pass@k, consistency, cost, outcomes, turns to solve, paired
-bootstrap against the baseline, per-task results; a run of several strategies or token
-budgets also compares them at matched compute) and PNG plots, and report.html: the same
-with the plots inlined and sortable tables, one self-contained file to send (it fetches
-nothing when opened). Prints both paths. Reads a `turnbon bench` run folder, or a Harbor
-job folder (`harbor run -o JOBS --job-name NAME` writes JOBS/NAME) of the Turn-BoN agent
-turnbon_harbor.
-"""
+"""`turnbon report`: a run folder's results as Markdown with tables and plots."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from turnbon_graph.cli.flags.parser import described, subcommand
+from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.shared import run_folder_arguments
 from turnbon_graph.cli.flags.values import finite_positive
-
-HELP = "write a Markdown report with tables and plots for a run folder or a Harbor job"
-"""`turnbon report` in the list of commands."""
 
 
 def add_parser(commands: Any) -> None:
     """Adds `turnbon report` and its flags to `commands`."""
-    parser = subcommand(commands, "report", help=HELP, description=described(__doc__))
+    parser = command_parser(commands, "report")
     run_folder_arguments(parser, "RUN/report")
     parser.add_argument(
         "--tree",

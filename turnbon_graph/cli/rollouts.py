@@ -1,15 +1,5 @@
 """`turnbon rollouts`: value every candidate by branch rollouts on live episodes; the
-flags become a `RolloutBudget`, and `turnbon_graph.analysis.rollouts.sweep` runs and resumes.
-
-Run live episodes of an environment's tasks with Turn-BoN and, at the chosen turns, fork
-the episode once per distinct candidate action: force it, continue with one candidate a
-turn to the end and verify. A candidate's value is its mean pass over R rollouts; per
-turn, oracle (the best value), realised (the pick's), mu (the mean), headroom capture h
-= (realised - mu) / (oracle - mu) and the scores' rank correlation with the values
-rho_v. Prints the plan before starting (tokens too with --profile); each episode's
-report is appended to RUN/rollouts.jsonl, and the same command with --run DIR resumes.
-The episodes must be forkable (the terminal environment's are).
-"""
+flags become a `RolloutBudget`, and `turnbon_graph.analysis.rollouts.sweep` runs and resumes."""
 
 from __future__ import annotations
 
@@ -19,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from turnbon_graph.cli.flags.parser import described, subcommand
+from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.run_folder import resume_command
 from turnbon_graph.cli.flags.shared import SHARED, add_flags, episode_arguments
 from turnbon_graph.cli.flags.values import INTERRUPTED, positive_int
@@ -30,19 +20,9 @@ if TYPE_CHECKING:
     from turnbon_graph.analysis.rollouts import RolloutBudget, RolloutReport
 
 
-HELP = (
-    "value every candidate by branch rollouts: does the pool hold a good action, "
-    "and does the selector pick it"
-)
-"""`turnbon rollouts` in the list of commands."""
-
-
 def add_parser(commands: Any) -> None:
     """Adds `turnbon rollouts` and its flags to `commands`."""
-    # allow_abbrev: the resume hint rewrites --run; abbreviations would dodge it
-    parser = subcommand(
-        commands, "rollouts", help=HELP, description=described(__doc__), allow_abbrev=False
-    )
+    parser = command_parser(commands, "rollouts")
     episode_arguments(parser, selector="the main episode's selector, whose picks are measured")
     SHARED["n"].add(parser)
     SHARED["trials"].add(parser)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from turnbon_graph.bench.agents import as_expected, is_reference
-from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.shared import SHARED, add_flags
 from turnbon_graph.cli.flags.values import DEFAULT_ENV, INTERRUPTED, positive_int
 
@@ -66,17 +66,9 @@ def live_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_parser(commands: Any) -> None:
     """`turnbon demo` and `turnbon run`."""
-    demo_parser = subcommand(
+    demo_parser = command_parser(
         commands,
         "demo",
-        help="solve a small terminal task turn by turn, showing every candidate and choice",
-        description=(
-            "Solve a small shipped terminal task with Turn-BoN, printing each turn's "
-            "candidates, the choice and why, and the command's output, then the verifier's "
-            "verdict and the tokens used. Without --model it runs on the embedded local model "
-            "(SmolLM2-135M, no API key; `make setup-local`); --model stub runs a scripted "
-            "stand-in with no model at all."
-        ),
         epilog="exit codes: 0 every episode ran to its verdict, pass or fail; 1 one ended in "
         "an error (a time limit, a failed model call); 2 bad input (an unknown task, a bad "
         "flag); 130 stopped with Ctrl-C",
@@ -88,22 +80,7 @@ def add_parser(commands: Any) -> None:
     )
     demo_parser.set_defaults(handler=demo)
 
-    parser = subcommand(
-        commands,
-        "run",
-        help="solve a task folder or an inline instruction turn by turn, shown live",
-        description=(
-            "Solve one task with Turn-BoN, printing each turn's candidates, the choice and "
-            "why, and the command's output, then the verifier's verdict. TASK is a task "
-            "folder (Terminal-Bench 2 layout) or a shipped task id; or give --instruction "
-            "(no verifier), optionally starting in a copy of --workdir. Settings come from "
-            "flags, a TOML --config file with the same names (snake_case), then defaults; "
-            "without --model it runs on the embedded local model (`make setup-local`). "
-            "Each episode's working directory is removed when it ends (the last line says "
-            "where it was); --keep-workdir keeps a copy and prints where."
-        ),
-        epilog=EXIT_CODES,
-    )
+    parser = command_parser(commands, "run", epilog=EXIT_CODES)
     run_arguments(parser)
     parser.set_defaults(handler=run)
 

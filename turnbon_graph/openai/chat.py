@@ -37,6 +37,8 @@ from turnbon_graph.openai.fields import (
     fail,
     is_integer,
     json_object,
+    sort_request_fields,
+    unsupported_fields_error,
 )
 from turnbon_graph.openai.messages import parse_messages, parse_tools
 from turnbon_graph.openai.text import check_utf8
@@ -107,32 +109,17 @@ def parse_chat_request(body: Any, *, owns_upstream: bool = False) -> ChatRequest
     if not isinstance(model, str):
         raise RequestFieldError("model", "model must be a string")
     _check_turn_fields(body)
-    settings: dict[str, Any] = {}
-    unknown: list[str] = []
-    for name, value in body.items():
-        if name in _TURN_FIELDS or value is None:
-            continue
-        if name in REFUSED:
-            raise RequestFieldError(name, f"{name} is not accepted: {REFUSED[name]}")
-        if name in IGNORED:
-            if (check := IGNORED[name]) is not None:
-                check(name, value)
-        elif name in FORWARDED:
-            FORWARDED[name](name, value)
-            settings[name] = value
-        elif name == _EXTRA_BODY and owns_upstream:
-            settings[name] = _extra_body(value)
-        elif owns_upstream:
-            settings[name] = value
-        else:
-            unknown.append(name)
-    if unknown:
-        raise RequestFieldError(
-            unknown[0],
-            f"unsupported request field(s): {', '.join(sorted(unknown))}; a request may "
-            f"carry {', '.join(sorted({*FORWARDED, *IGNORED}))} (send a vendor's own field "
-            "as a field of the body, not in extra_body)",
+    settings, unknown = sort_request_fields(
+        body, own=_TURN_FIELDS, kept=FORWARDED, ignored=IGNORED, refused=REFUSED
+    )
+    if unknown and not owns_upstream:
+        raise unsupported_fields_error(
+            unknown,
+            f"{', '.join(sorted({*FORWARDED, *IGNORED}))} (send a vendor's own field as a "
+            "field of the body, not in extra_body)",
         )
+    for name, value in unknown.items():  # forwarded as LiteLLM forwards them
+        settings[name] = _extra_body(value) if name == _EXTRA_BODY else value
     tools = parse_tools(body.get("tools"), body.get("functions"))
     if body.get("function_call") is not None and "tool_choice" not in settings:
         settings["tool_choice"] = _legacy_choice(body["function_call"])

@@ -1,14 +1,15 @@
 """What an OpenAI request may carry, declared once: the `FORWARDED` fields with the check
 each value passes, the `IGNORED` ones (checked, then dropped), and the `REFUSED` ones with
 why. The chat-completions and Responses readers (`openai.chat`, `openai.responses`) and
-the LiteLLM provider share these, so no door can check a field differently.
+the LiteLLM provider share these, and sort a request body by them with
+`sort_request_fields`, so no door can check a field differently.
 
 Every check raises `RequestFieldError` naming the field, before any call is made.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from types import MappingProxyType
 from typing import Any, NoReturn
 
@@ -26,7 +27,9 @@ __all__ = [
     "is_integer",
     "json_object",
     "one_of",
+    "sort_request_fields",
     "string",
+    "unsupported_fields_error",
 ]
 
 
@@ -234,3 +237,65 @@ REFUSED: Mapping[str, str] = MappingProxyType(
 )
 """The fields a request may not carry, each with why (`n` > 1 and any modality but text
 are refused by their own checks)."""
+
+
+def sort_request_fields(
+    body: Mapping[str, Any],
+    *,
+    own: Set[str],
+    kept: Mapping[str, Check],
+    ignored: Mapping[str, Check | None],
+    refused: Mapping[str, str],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A request body's fields sorted by an endpoint's declared tables, each value checked.
+
+    The endpoint's `own` fields (read by its caller) and null values (absent, as OpenAI
+    reads them) are passed over; `ignored` fields are checked, then dropped.
+
+    Args:
+        body: the request body.
+        own: the fields the caller reads itself.
+        kept: the fields the turn takes, each with its check.
+        ignored: the fields accepted and dropped, each with its check (None: any value).
+        refused: the fields a request may not carry, each with why.
+
+    Returns:
+        The `kept` fields and the fields no table names, each by name in the body's order.
+
+    Raises:
+        RequestFieldError: a `refused` field, or a value its check refuses.
+    """
+    taken: dict[str, Any] = {}
+    unknown: dict[str, Any] = {}
+    for name, value in body.items():
+        if name in own or value is None:
+            continue
+        if name in refused:
+            raise RequestFieldError(name, f"{name} is not accepted: {refused[name]}")
+        if name in kept:
+            kept[name](name, value)
+            taken[name] = value
+        elif name in ignored:
+            if (check := ignored[name]) is not None:
+                check(name, value)
+        else:
+            unknown[name] = value
+    return taken, unknown
+
+
+def unsupported_fields_error(unknown: Mapping[str, Any], may_carry: str) -> RequestFieldError:
+    """The error for fields no table of the endpoint names (`sort_request_fields`).
+
+    Args:
+        unknown: the fields, in the body's order (the first is the error's `param`).
+        may_carry: what a request may carry instead, as the message says it.
+
+    Returns:
+        The error, naming every unknown field.
+    """
+    names = list(unknown)
+    return RequestFieldError(
+        names[0],
+        f"unsupported request field(s): {', '.join(sorted(names))}; a request may carry "
+        f"{may_carry}",
+    )

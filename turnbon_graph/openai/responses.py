@@ -35,7 +35,9 @@ from turnbon_graph.openai.fields import (
     fail,
     json_object,
     one_of,
+    sort_request_fields,
     string,
+    unsupported_fields_error,
 )
 
 if TYPE_CHECKING:
@@ -243,26 +245,13 @@ def parse_responses_request(body: Any, *, model: str) -> ResponsesRequest:
         boolean("stream", body["stream"])
     given: Any = body.get("input")
     _check_input(given)
-    read: dict[str, Any] = {}
-    unknown = []
-    for key, value in body.items():
-        if key in _TURN_FIELDS or value is None:
-            continue
-        if key in REFUSED_FIELDS:
-            raise RequestFieldError(key, f"{key} is not accepted: {REFUSED_FIELDS[key]}")
-        if key in READ_FIELDS:
-            READ_FIELDS[key](key, value)
-            read[key] = value
-        elif key in IGNORED_FIELDS:
-            if (check := IGNORED_FIELDS[key]) is not None:
-                check(key, value)
-        else:
-            unknown.append(key)
+    read, unknown = sort_request_fields(
+        body, own=_TURN_FIELDS, kept=READ_FIELDS, ignored=IGNORED_FIELDS, refused=REFUSED_FIELDS
+    )
     if unknown:
-        raise RequestFieldError(
-            unknown[0],
-            f"unsupported request field(s): {', '.join(sorted(unknown))}; a request may "
-            f"carry input, model, stream, {', '.join(sorted({*READ_FIELDS, *IGNORED_FIELDS}))}",
+        raise unsupported_fields_error(
+            unknown,
+            f"input, model, stream, {', '.join(sorted({*READ_FIELDS, *IGNORED_FIELDS}))}",
         )
     try:
         converted = _transformation().transform_responses_api_request_to_chat_completion_request(

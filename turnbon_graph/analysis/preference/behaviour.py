@@ -194,9 +194,7 @@ def behaviour_preference(
                     ci_high=test.ci_high,
                     p_value=test.p_value,
                     resamples=resamples,
-                    synthesized_turns=data.synthesized_turns,
-                    rule_turns=data.rule_turns,
-                    resampled_turns=data.resampled_turns,
+                    **data.left_out(),
                 )
             )
     return results

@@ -174,9 +174,7 @@ def length_comparison(
                     vs_unpicked=bootstrap(list(task_means((t, d) for t, d, _ in pairs).values())),
                     vs_baseline=bootstrap([picked_by_task[t] - base_by_task[t] for t in shared]),
                     resamples=resamples,
-                    synthesized_turns=data.synthesized_turns,
-                    rule_turns=data.rule_turns,
-                    resampled_turns=data.resampled_turns,
+                    **data.left_out(),
                 )
             )
     return results

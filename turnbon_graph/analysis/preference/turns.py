@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 from turnbon_graph.analysis.trajectories import Trajectory, TurnView
 from turnbon_graph.records import CandidateRecord
@@ -73,6 +73,14 @@ class _Pool:
     picked: int
 
 
+class LeftOut(TypedDict):
+    """A setting's turns left out of the comparison, by why, as its rows name them."""
+
+    synthesized_turns: int
+    rule_turns: int
+    resampled_turns: int
+
+
 @dataclass
 class _Setting:
     n: int
@@ -82,6 +90,14 @@ class _Setting:
     synthesized_turns: int = 0
     rule_turns: int = 0
     resampled_turns: int = 0
+
+    def left_out(self) -> LeftOut:
+        """The turns left out, for a row of this setting."""
+        return LeftOut(
+            synthesized_turns=self.synthesized_turns,
+            rule_turns=self.rule_turns,
+            resampled_turns=self.resampled_turns,
+        )
 
 
 def _pool(task: str, turn: TurnView) -> _Pool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Sequence
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from turnbon_graph.analysis.rollouts.budget import Ledger, RolloutBudget, Spend
@@ -143,34 +144,40 @@ async def branch_rollouts(
     )
 
 
+@dataclass(frozen=True)
+class _PausedTurn:
+    """The main episode's turn a branch forks at, as it stood paused before `select`."""
+
+    messages: list[BaseMessage]
+    """The transcript the candidates answered."""
+    pending: dict[str, Any]
+    """The checkpointed turn (`turnbon_pending`): its candidates, id and state."""
+    later: Sequence[str]
+    """The segments the episode had still to play (follow-up user messages)."""
+
+
+@dataclass
 class _LiveRun:
     """The main episode, paused before every `select`, and its branches."""
 
-    def __init__(
-        self,
-        episode: ForkableEpisode,
-        engine: TurnEngine,
-        continuation: TurnEngine,
-        task: TaskSpec,
-        trial: int,
-        budget: RolloutBudget,
-        spend: Ledger,
-        concurrency: int,
-    ) -> None:
-        self.episode = episode
-        self.engine = engine
-        self.continuation = continuation
-        self.task = task
-        self.trial = trial
-        self.budget = budget
-        self.spend = spend
+    episode: ForkableEpisode
+    engine: TurnEngine
+    continuation: TurnEngine
+    task: TaskSpec
+    trial: int
+    budget: RolloutBudget
+    spend: Ledger
+    concurrency: InitVar[int]
+    """Rollouts at once (`limit`)."""
+    branched: list[BranchTurn] = field(default_factory=list)
+    skipped_turns: list[SkippedTurn] = field(default_factory=list)
+    outcome: RolloutOutcome = "agent_error"
+    error: str | None = None
+    main_turns: int = 0
+
+    def __post_init__(self, concurrency: int) -> None:
         self.limit = asyncio.Semaphore(concurrency)
-        self.chosen = budget.chosen_turns(task, trial)
-        self.branched: list[BranchTurn] = []
-        self.skipped_turns: list[SkippedTurn] = []
-        self.outcome: RolloutOutcome = "agent_error"
-        self.error: str | None = None
-        self.main_turns = 0
+        self.chosen = self.budget.chosen_turns(self.task, self.trial)
 
     async def drive(self) -> None:
         from langgraph.checkpoint.memory import InMemorySaver
@@ -228,9 +235,10 @@ class _LiveRun:
         for value in branch.candidates:
             if leader_of.get(value.index, value.index) != value.index:
                 value.shares_with = leader_of[value.index]
+        paused = _PausedTurn(messages, pending, later)
         by_index = {c["index"]: c for c in pending["candidates"]}
         jobs = [
-            self._job(branch, messages, pending, by_index[leader.index], repeat, later)
+            self._job(branch, paused, by_index[leader.index], repeat)
             for repeat in range(self.budget.rollouts)
             for leader in leaders
         ]
@@ -247,13 +255,7 @@ class _LiveRun:
         self.branched.append(branch)
 
     async def _job(
-        self,
-        branch: BranchTurn,
-        messages: list[BaseMessage],
-        pending: dict[str, Any],
-        candidate: dict[str, Any],
-        repeat: int,
-        later: Sequence[str],
+        self, branch: BranchTurn, paused: _PausedTurn, candidate: dict[str, Any], repeat: int
     ) -> None:
         async with self.limit:  # FIFO: the first repeat of every action starts first
             if (reason := await self.spend.start(self.budget)) is not None:
@@ -261,17 +263,12 @@ class _LiveRun:
                     SkippedRollout(candidate=candidate["index"], repeat=repeat, reason=reason)
                 )
                 return
-            rollout = await self._rollout(messages, pending, candidate, repeat, later)
+            rollout = await self._rollout(paused, candidate, repeat)
             await self.spend.spent(rollout.tokens)
             branch.rollouts.append(rollout)
 
     async def _rollout(
-        self,
-        messages: list[BaseMessage],
-        pending: dict[str, Any],
-        candidate: dict[str, Any],
-        repeat: int,
-        later: Sequence[str],
+        self, paused: _PausedTurn, candidate: dict[str, Any], repeat: int
     ) -> Rollout:
         from langgraph.checkpoint.memory import InMemorySaver
 
@@ -298,16 +295,18 @@ class _LiveRun:
             ).compile(checkpointer=InMemorySaver())
             # The turn's checkpoint with only this candidate left: the select node then
             # takes it without a selector call ("single") and the tools node executes it.
-            forced = {**pending, "candidates": [candidate], "rejected": 0, "committed": None}
+            forced = {**paused.pending, "candidates": [candidate], "rejected": 0, "committed": None}
             await graph.aupdate_state(
                 config,
                 {
-                    "messages": [m.model_copy(deep=True) for m in messages],
+                    "messages": [m.model_copy(deep=True) for m in paused.messages],
                     "turnbon_pending": forced,
                 },
                 as_node="generate",
             )
-            end = await play(graph, fork, self.task, segments=later, config=config, resume=True)
+            end = await play(
+                graph, fork, self.task, segments=paused.later, config=config, resume=True
+            )
         except Exception as exc:  # the continuation could not be set up (a bug re-raises)
             end = EpisodeEnd(*classify_failure(exc, self.task))
         finally:
@@ -317,15 +316,13 @@ class _LiveRun:
             state = await graph.aget_state(config)
             # The forced turn's record carries the candidate's own usage, paid by the
             # main episode: only the turns after it are the rollout's.
-            after = _records(state.values.get("messages", []))[len(_records(messages)) + 1 :]
+            after = _records(state.values.get("messages", []))[len(_records(paused.messages)) + 1 :]
         return Rollout(
             candidate=index,
             repeat=repeat,
             outcome=_outcome(end),
             turns=len(after),
-            tokens=sum(
-                r.usage.generator.total_tokens + r.usage.selector.total_tokens for r in after
-            ),
+            tokens=sum(r.usage.total.total_tokens for r in after),
             duration_s=round(time.monotonic() - started, 3),
             error=end.error,
         )

@@ -109,12 +109,6 @@ def shown_default(value: Any) -> str:
     return str(value)
 
 
-def described(doc: str | None) -> str:
-    """A command's `--help` description: its module's docstring past the first paragraph
-    (declared once, read by the parser and by whoever opens the module)."""
-    return (doc or "").partition("\n\n")[2].strip()
-
-
 def subcommand(commands: Any, name: str, **options: Any) -> argparse.ArgumentParser:
     """A subcommand's parser whose `--help` shows every default."""
     parser: argparse.ArgumentParser = commands.add_parser(

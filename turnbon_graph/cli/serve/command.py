@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from turnbon_graph.cli.flags.parser import subcommand
+from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.shared import SHARED, add_flags
 from turnbon_graph.cli.flags.values import INTERRUPTED, STUB_MODEL
 from turnbon_graph.cli.serve.options import SETTINGS, add_server_flags
@@ -44,21 +44,9 @@ WORKER_ARGV = "TURNBON_SERVE_ARGV"
 from the environment the workers inherit)."""
 
 
-HELP = "serve Turn-BoN as an OpenAI-compatible chat-completions endpoint"
-"""`turnbon serve` in the list of commands."""
-DESCRIPTION = (
-    "Serve POST /v1/chat/completions (tools, tool_choice, stream), GET /v1/models "
-    "and GET /health: each request is one Turn-BoN turn of --model (N candidates, "
-    "a selector, the chosen action), answered as an ordinary chat completion with "
-    'the turn record in a top-level "turnbon" field. Point a harness at it as '
-    "model openai/<--name> with api_base http://HOST:PORT/v1."
-)
-"""`turnbon serve --help`."""
-
-
 def add_parser(commands: Any) -> None:
     """Adds `turnbon serve` and its flags to `commands`."""
-    parser = subcommand(commands, "serve", help=HELP, description=DESCRIPTION, epilog=EPILOG)
+    parser = command_parser(commands, "serve", epilog=EPILOG)
     serve_arguments(parser)
     parser.set_defaults(handler=run)
 
