@@ -81,11 +81,12 @@ def test_health_answers_while_a_large_body_is_read(command: ServeCommand, endpoi
     response = sent["response"]
     assert response.status_code == 400, response.text
     assert "narrator" in response.json()["error"]["message"]  # read to its last message
-    # the loop answered all along, its longest wait a small fraction of the body's time
-    # (about 0.1 to 0.2 here, 0.7 to 0.9 when the body was read on the loop): what remains
-    # is what holds the interpreter lock on the reading thread, the scan for the JSON's
-    # depth, its parse and the garbage collector's full passes over the objects made
-    assert max(waits) < sent["took"] / 3, (max(waits), sent["took"], len(waits))
+    # the loop answered all along, its longest wait a fraction of the body's time (about
+    # 0.1 to 0.2 alone, up to 0.36 within the whole suite on 2 busy cores; 0.7 to 0.9 when
+    # the body was read on the loop): what remains is what holds the interpreter lock on
+    # the reading thread, the scan for the JSON's depth, its parse and the garbage
+    # collector's full passes over the objects made
+    assert max(waits) < sent["took"] / 2, (max(waits), sent["took"], len(waits))
 
 
 # ---------------------------------------------------------------------- UTF-8
