@@ -29,7 +29,6 @@ import asyncio
 import importlib
 import json
 import logging
-import os
 import secrets
 import signal
 import threading
@@ -42,6 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from turnbon_graph.bench.running.cores import host_cores
 from turnbon_graph.errors import ConfigurationError
 from turnbon_local.connections import hang_up_connections
 from turnbon_local.errors import INSTALL_HINT, LocalModelUnavailableError, LocalServerError
@@ -53,10 +53,8 @@ _POLL_S = 0.05
 
 
 def default_threads() -> int:
-    """The CPU cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """The CPU cores this process may run on (`bench.running.cores.host_cores`)."""
+    return host_cores()
 
 
 class LocalServerOptions(BaseModel):

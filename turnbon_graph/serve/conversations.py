@@ -24,7 +24,7 @@ from typing import Any
 
 from turnbon_graph.errors import ConfigurationError, NotStoredError, RequestFieldError
 from turnbon_graph.serve.limits import continued_conversation
-from turnbon_graph.serve.state import page_of, with_ids
+from turnbon_graph.serve.state import as_items, page_of, with_ids
 from turnbon_graph.serve.store import ResponseStore, StoredResponse
 
 __all__ = [
@@ -76,9 +76,7 @@ async def continued(body: Any, store: ResponseStore, max_bytes: int) -> tuple[st
     conversation = conversation_id(body[FIELD])
     stored = await read(store, conversation)
     continued_conversation(stored.size, max_bytes)
-    given = body.get("input")
-    if isinstance(given, str):
-        given = [{"type": "message", "role": "user", "content": given}]
+    given = as_items(body.get("input"))
     rest = {k: v for k, v in body.items() if k != FIELD}
     if not isinstance(given, list):
         return conversation, rest, 0  # the request's own checks refuse it
@@ -150,19 +148,14 @@ async def added(store: ResponseStore, conversation: str, body: Any) -> dict[str,
 
 async def item_of(store: ResponseStore, conversation: str, item_id: str) -> dict[str, Any]:
     """`GET /v1/conversations/{id}/items/{item_id}`."""
-    stored = await read(store, conversation)
-    found = next((item for item in stored.input if item.get("id") == item_id), None)
-    if found is None:
-        message = f"Item with id '{item_id}' not found."
-        raise NotStoredError(None, message, status=404, code=None)
-    return found
+    return _item(await read(store, conversation), item_id)
 
 
 async def item_removed(store: ResponseStore, conversation: str, item_id: str) -> dict[str, Any]:
     """`DELETE /v1/conversations/{id}/items/{item_id}`: the conversation object."""
-    await item_of(store, conversation, item_id)
     stored = await read(store, conversation)
-    kept = [item for item in stored.input if item.get("id") != item_id]
+    gone = _item(stored, item_id)
+    kept = [item for item in stored.input if item is not gone]
     await _keep(store, StoredResponse(stored.response, kept))
     return stored.response
 
@@ -171,6 +164,15 @@ async def appended(store: ResponseStore, conversation: str, items: list[dict[str
     """`items` (with ids) added at the end of the conversation."""
     stored = await read(store, conversation)
     await _keep(store, StoredResponse(stored.response, [*stored.input, *items]))
+
+
+def _item(stored: StoredResponse, item_id: str) -> dict[str, Any]:
+    """The conversation's item `item_id` (a 404 `NotStoredError` when it has none)."""
+    found = next((item for item in stored.input if item.get("id") == item_id), None)
+    if found is None:
+        message = f"Item with id '{item_id}' not found."
+        raise NotStoredError(None, message, status=404, code=None)
+    return found
 
 
 async def _keep(store: ResponseStore, record: StoredResponse) -> None:

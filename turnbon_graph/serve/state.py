@@ -30,6 +30,7 @@ from turnbon_graph.serve.store import MemoryStore, ResponseStore, StoredResponse
 
 __all__ = [
     "Resolved",
+    "as_items",
     "deleted",
     "input_items",
     "keep",
@@ -79,8 +80,7 @@ async def resolve(body: Any, store: ResponseStore, max_bytes: int) -> Resolved:
     if previous is not None and not isinstance(previous, str):
         raise RequestFieldError(PREVIOUS, f"{PREVIOUS} must be a response id (a string)")
     rest = {k: v for k, v in body.items() if k != PREVIOUS}
-    if isinstance(given, str):
-        given = [{"type": "message", "role": "user", "content": given}]
+    given = as_items(given)
     if not isinstance(given, list):
         return Resolved(rest, previous=previous)
     before: list[dict[str, Any]] = []
@@ -101,6 +101,14 @@ async def resolve(body: Any, store: ResponseStore, max_bytes: int) -> Resolved:
     _refuse_repeats(before, given)
     conversation = [*before, *own]
     return Resolved({**rest, "input": conversation}, conversation, previous)
+
+
+def as_items(given: Any) -> Any:
+    """A Responses `input` as a list of items: a text is one user message; anything else
+    as it came (a list, or what the request's own checks refuse)."""
+    if isinstance(given, str):
+        return [{"type": "message", "role": "user", "content": given}]
+    return given
 
 
 async def _referenced(given: list[Any], store: ResponseStore) -> list[Any]:

@@ -53,10 +53,8 @@ async def exec_command(
 ) -> CommandResult:
     """Runs `argv` in `container` (as root with `root`); never raises for the command's
     own failure. `timeout_inside`: the image has coreutils' `timeout`."""
-    token = f"{MARK}={secrets.token_hex(8)}"
-    flags = ["exec", "-w", cwd, "-e", token, *(["-u", "0"] if root else [])]
-    for key, value in env.items():
-        flags += ["-e", f"{key}={value}"]
+    token = marked()
+    flags = ["exec", "-w", cwd, "-e", token, *(["-u", "0"] if root else []), *env_flags(env)]
     inside = ["timeout", "-s", "KILL", f"{limit:.3f}"] if timeout_inside else []
     sink = CappedOutput(keep or settings.output_limit)
 
@@ -86,6 +84,16 @@ async def exec_command(
         result.exit_code = -9
     result.background = False
     return result
+
+
+def marked() -> str:
+    """A new `TURNBON_COMMAND=<token>` for a command's `-e`: its processes carry it."""
+    return f"{MARK}={secrets.token_hex(8)}"
+
+
+def env_flags(env: Mapping[str, str]) -> list[str]:
+    """`-e KEY=VALUE` for each variable of `env`, as `<engine> run` and `exec` take them."""
+    return [flag for key, value in env.items() for flag in ("-e", f"{key}={value}")]
 
 
 async def kill_marked(engine: Engine, container: str, token: str) -> None:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from turnbon_terminal.container.command import COMMAND_ENV, exec_command
+from turnbon_terminal.container.command import COMMAND_ENV, env_flags, exec_command
 from turnbon_terminal.container.engine import ContainerError, Engine
 from turnbon_terminal.container.images import EpisodeImage, episode_image, keep_images_by_default
 from turnbon_terminal.container.owners import OWNER_FILE, OWNER_LABEL, current_owner, sweep
@@ -238,8 +238,7 @@ class Container:
         flags += ["-v", f"{self.verifier_logs}:{VERIFIER_LOGS}"]
         if self.volume is not None:
             flags += ["-v", f"{self.volume}:{self.workdir}"]
-        for key, value in {**self.spec.env, "TASK_WORKDIR": self.workdir}.items():
-            flags += ["-e", f"{key}={value}"]
+        flags += env_flags({**self.spec.env, "TASK_WORKDIR": self.workdir})
         flags += ["--entrypoint", "sleep", self.image.name, str(int(lifetime_s))]
         try:
             await self.engine.call(*flags, limit_s=max(self.spec.build_timeout_s, 60.0))

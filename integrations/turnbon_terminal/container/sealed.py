@@ -25,14 +25,13 @@ from __future__ import annotations
 import io
 import os
 import re
-import secrets
 import tarfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnbon_terminal.container.command import MARK, kill_marked
+from turnbon_terminal.container.command import env_flags, kill_marked, marked
 from turnbon_terminal.container.engine import ContainerError
 from turnbon_terminal.container.instance import VERIFIER_LOGS, Container
 
@@ -119,10 +118,9 @@ async def run_sealed(
     Raises:
         ContainerError: the engine could not run it.
     """
-    token = f"{MARK}={secrets.token_hex(8)}"
+    token = marked()
     flags = ["exec", "-i", "--privileged", "-u", "0", "-w", container.workdir, "-e", token]
-    for key, value in env.items():
-        flags += ["-e", f"{key}={value}"]
+    flags += env_flags(env)
     argv = ["sh", "-c", _OUTER, "sh", _ROOM, user, f"{limit:.3f}", script, str(OUTPUT_KEPT)]
     began = time.monotonic()
     try:
@@ -172,7 +170,7 @@ async def left_processes(container: Container, session_marks: Sequence[str] = ()
     """The processes still running in `container` once the agent's phase ended: its
     init and main process, and the shell session's own (their command lines hold one
     of `session_marks`), aside."""
-    token = f"{MARK}={secrets.token_hex(8)}"
+    token = marked()
     try:
         lines = await container.engine.lines(
             "exec", "-u", "0", "-e", token, container.name, "sh", "-c", _PROCESSES, "sh", token

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from turnbon_terminal.container.command import COMMAND_ENV
+from turnbon_terminal.container.command import COMMAND_ENV, env_flags
 from turnbon_terminal.container.engine import ContainerError
 from turnbon_terminal.errors import SandboxError
 from turnbon_terminal.output import CappedOutput
@@ -256,9 +256,7 @@ class Session:
         self.folder = f"{FOLDER_PREFIX}{secrets.token_hex(4)}"
         env = {key: value for key, value in COMMAND_ENV.items() if key != "TERM"}
         env |= container.settings.env
-        flags = ["exec", "-i", "-w", container.workdir]
-        for key, value in env.items():
-            flags += ["-e", f"{key}={value}"]
+        flags = ["exec", "-i", "-w", container.workdir, *env_flags(env)]
         rc = _RC.replace("@D", self.folder)
         state = self._start_from
         stdin = f"{state.cwd}\n{state.exports}" if state is not None else ""

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from turnbon_graph.bench.environment import Environment
+if TYPE_CHECKING:  # only the standard library at run time: turnbon_local reads host_cores
+    from turnbon_graph.bench.environment import Environment
 
 
 def oversubscription(
