@@ -138,7 +138,7 @@ lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy turnbon_graph integrations/turnbon_local integrations/turnbon_terminal \
-		integrations/turnbon_bfcl integrations/turnbon_harbor
+		integrations/turnbon_bfcl integrations/turnbon_harbor integrations/turnbon_inspect
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 
 # Two workers, a test file to each (pytest-xdist): tests in one file share fixtures and

@@ -4,8 +4,8 @@ turnbon-graph is installed from a clone (`pip install -e '.[all]'`) or from a wh
 from one (`python -m build`, then
 `pip install 'dist/turnbon_graph-0.1.0-py3-none-any.whl[all]'`). No package index has it,
 so no message says `pip install 'turnbon-graph[...]'`. The extras are declared in
-pyproject.toml: serve, ray, local, plots, notebooks, terminal, bfcl, and `all` of those
-(`test` and `docs` are the project's own).
+pyproject.toml: serve, ray, local, plots, notebooks, terminal, bfcl, harbor, inspect, and
+`all` of those (`test` and `docs` are the project's own).
 """
 
 from __future__ import annotations

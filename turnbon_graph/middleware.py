@@ -47,6 +47,7 @@ from turnbon_graph.selectors.human import HumanSelector
 from turnbon_graph.turn._builder import call_client, resolve_selector
 from turnbon_graph.turn.candidates import Candidate
 from turnbon_graph.turn.engine import EventSink, TurnEngine
+from turnbon_graph.turn.generator import as_they_finish
 from turnbon_graph.turn.state import GeneratedTurn
 from turnbon_graph.turn.tool_errors import invalid_call_results
 
@@ -326,14 +327,8 @@ class _HandlerSource:
         """Candidates `start`..`start + n - 1`, one handler call each, as they finish. The
         rest of `CandidateSource.stream`'s arguments go unread: the handler's request
         already holds the agent's messages, tools and settings."""
-        calls = [asyncio.ensure_future(self._call(i)) for i in range(start, start + n)]
-        try:
-            for done in asyncio.as_completed(calls):
-                yield await done
-        finally:
-            for call in calls:
-                call.cancel()
-            await asyncio.gather(*calls, return_exceptions=True)
+        async for candidate in as_they_finish([self._call(i) for i in range(start, start + n)]):
+            yield candidate
 
     async def _call(self, index: int) -> Candidate:
         config = ensure_config()

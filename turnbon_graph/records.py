@@ -241,6 +241,20 @@ class TurnRecord(BaseModel):
         return own + sum(c.usage.prompt_tokens for c in shared) * len(shared)
 
 
+def turns_usage(records: Sequence[TurnRecord]) -> UsageSplit:
+    """What an episode's turns cost, generator and selector apart."""
+    return UsageSplit(
+        generator=sum((r.usage.generator for r in records), Usage()),
+        selector=sum((r.usage.selector for r in records), Usage()),
+    )
+
+
+def prompt_tokens_a_call_each(records: Sequence[TurnRecord]) -> int | None:
+    """The episode's generator prompt tokens had every candidate been a call of its own
+    (`TurnRecord.prompt_tokens_a_call_each`); None without records."""
+    return sum(r.prompt_tokens_a_call_each for r in records) if records else None
+
+
 @runtime_checkable
 class TraceSink(Protocol):
     """Receives one record per turn, after the choice is made."""

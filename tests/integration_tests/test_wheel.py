@@ -28,7 +28,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("turnbon_graph", "turnbon_local", "turnbon_terminal", "turnbon_bfcl", "turnbon_harbor")
+PACKAGES = (
+    "turnbon_graph",
+    "turnbon_local",
+    "turnbon_terminal",
+    "turnbon_bfcl",
+    "turnbon_harbor",
+    "turnbon_inspect",
+)
 TASKS = "integrations/turnbon_terminal/tasks/"
 
 pytestmark = pytest.mark.skipif(
@@ -186,10 +193,12 @@ def test_the_installed_wheel_is_what_imports(installed: Installed) -> None:
 import json
 from importlib import resources
 from importlib.metadata import distribution, version
-import turnbon_graph, turnbon_local, turnbon_terminal, turnbon_bfcl, turnbon_harbor
+import turnbon_graph, turnbon_local, turnbon_terminal, turnbon_bfcl, turnbon_harbor, turnbon_inspect
 from turnbon_graph.analysis.judge import load_rubrics
 from turnbon_terminal import load_tasks
-modules = (turnbon_graph, turnbon_local, turnbon_terminal, turnbon_bfcl, turnbon_harbor)
+modules = (
+    turnbon_graph, turnbon_local, turnbon_terminal, turnbon_bfcl, turnbon_harbor, turnbon_inspect
+)
 print(json.dumps({
     "files": [m.__file__ for m in modules],
     "version": turnbon_graph.__version__,

@@ -52,14 +52,17 @@ COMMANDS: dict[str, About] = {
         resumed=True,
     ),
     "report": About(
-        "write a Markdown report with tables and plots for a run folder or a Harbor job",
+        "write a Markdown report with tables and plots for a run folder, a Harbor job or "
+        "an Inspect AI log folder",
         "Write report.md (pass rates, pass@k, consistency, cost, outcomes, turns to "
         "solve, paired bootstrap against the baseline, per-task results; a run of several "
         "strategies or token budgets also compares them at matched compute) and PNG plots, "
         "and report.html: the same with the plots inlined and sortable tables, one "
         "self-contained file to send (it fetches nothing when opened). Prints both paths. "
         "Reads a `turnbon bench` run folder, or a Harbor job folder (`harbor run -o JOBS "
-        "--job-name NAME` writes JOBS/NAME) of the Turn-BoN agent turnbon_harbor.",
+        "--job-name NAME` writes JOBS/NAME) of the Turn-BoN agent turnbon_harbor, or an "
+        "Inspect AI log folder (`inspect eval --log-dir LOGDIR`) of the Turn-BoN agent "
+        "turnbon_inspect.",
     ),
     "judge": About(
         "ask an LLM judge yes/no rubric questions about every attempt of a run folder",

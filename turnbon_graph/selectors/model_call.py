@@ -155,8 +155,10 @@ class ModelCaller:
         self, model: str, name: str, schema: dict[str, Any], *, strict: bool = True
     ) -> dict[str, Any]:
         """The call settings, with the answer's schema as `response_format` where it applies
-        (LiteLLM's model map says so; it is loaded off the event loop first)."""
-        await load_litellm()
+        (LiteLLM's model map says so; it is loaded off the event loop first, unless
+        `response_format` is settled: a selector on another client need not load it)."""
+        if self.response_format is None:
+            await load_litellm()
         return with_response_format(
             self.completion_kwargs,
             model=model,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -69,6 +69,22 @@ class CandidateSource(Protocol):
         `one_call=False`: one call per candidate even where `n` could serve them all (the
         caller takes them as they arrive)."""
         ...
+
+
+async def as_they_finish(
+    calls: Sequence[Coroutine[Any, Any, Candidate]],
+) -> AsyncGenerator[Candidate, None]:
+    """The candidates of `calls`, run concurrently, in the order they finish: a
+    `CandidateSource.stream` of one call per candidate. Closing it early cancels the calls
+    still in flight."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        for done in asyncio.as_completed(tasks):
+            yield await done
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 LONG_CONVERSATION = 1000

@@ -36,7 +36,13 @@ from pydantic import Field
 from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings, Setting, setting_label
 from turnbon_graph.bench.strategies.spec import StrategySpec
-from turnbon_graph.records import TurnRecord, Usage, UsageSplit
+from turnbon_graph.records import (
+    TurnRecord,
+    Usage,
+    UsageSplit,
+    prompt_tokens_a_call_each,
+    turns_usage,
+)
 
 CONFIG_FILE = "config.json"
 RESULT_FILE = "result.json"
@@ -181,9 +187,7 @@ def episode(
         outcome=outcome,
         turns=turns,
         usage=usage,
-        prompt_tokens_a_call_each=sum(r.prompt_tokens_a_call_each for r in records)
-        if records
-        else None,
+        prompt_tokens_a_call_each=prompt_tokens_a_call_each(records),
         duration_s=seconds(result.get("started_at"), result.get("finished_at")),
         error=error,
         verifier_output=read_tail(folder / TEST_OUTPUT),
@@ -275,9 +279,7 @@ def usage_of(records: list[TurnRecord], result: Mapping[str, Any]) -> tuple[Usag
     """Tokens split generator/selector, and turns: from the turn records, else from what
     the agent put into Harbor's context (all of it the generator's for other agents)."""
     if records:
-        generator = sum((r.usage.generator for r in records), Usage())
-        selector = sum((r.usage.selector for r in records), Usage())
-        return UsageSplit(generator=generator, selector=selector), len(records)
+        return turns_usage(records), len(records)
     context = result.get("agent_result") or {}
     own = (context.get("metadata") or {}).get(TURNBON_AGENT)
     if isinstance(own, dict):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from turnbon_graph.bench.readers import harbor_jobs
+from turnbon_graph.bench.readers import harbor_jobs, inspect_logs
 from turnbon_graph.bench.report import sections as report_sections
 from turnbon_graph.bench.report import strategies as report_strategies
 from turnbon_graph.bench.report.format import pct, table
@@ -132,9 +132,12 @@ def _strategy_plots(
 
 
 def read_run(run_dir: Path) -> tuple[RunSettings | None, list[EpisodeResult]]:
-    """A run folder's settings and episodes, or a Harbor job folder's (`harbor_jobs`)."""
+    """A run folder's settings and episodes, a Harbor job folder's (`harbor_jobs`), or
+    an Inspect AI log folder's (`inspect_logs`)."""
     if harbor_jobs.is_job_folder(run_dir):
         return harbor_jobs.read_job(run_dir)
+    if inspect_logs.is_log_folder(run_dir):
+        return inspect_logs.read_logs(run_dir)
     return read_settings(run_dir), read_episodes(run_dir)
 
 
