@@ -176,11 +176,12 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info site $(JS_CLIENTS)/node_modules
 
 # Agent clients whose pins clash with the test extra's (LlamaIndex's OpenAI client needs
-# openai<3) run the recipe tests (tests/integration_tests/test_harness_clients.py) in a
+# openai<3; CrewAI holds pydantic and starlette back; Google ADK brings Google Cloud's
+# clients) run the recipe tests (tests/integration_tests/test_harness_clients.py) in a
 # virtualenv of their own, never a dependency of the package; clients not installed
 # there skip.
 CLIENTS_VENV ?= .venv-clients
-CLIENTS := llama-index-llms-openai-like
+CLIENTS := llama-index-llms-openai-like crewai google-adk
 
 .PHONY: test-clients
 test-clients:

@@ -70,6 +70,8 @@ TESTED = {
     "dspy-server",
     "dspy-provider",
     "llama-index",
+    "crewai",
+    "google-adk",
     "langchain-openai",
     "langchain-openai-stream",
 }
@@ -418,3 +420,34 @@ def test_langchain_chat_openai_streamed(
         ANSWER,
         f"turn: {tokens(second)} tokens",
     ]
+
+
+@pytest.fixture
+def no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CrewAI and ADK would send telemetry (nothing leaves this machine's loopback)."""
+    monkeypatch.setenv("CREWAI_DISABLE_TELEMETRY", "true")
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+
+
+@needs("crewai", OWN_VENV)
+def test_crewai_runs_the_chosen_tool_call(
+    server: BackgroundServer, upstream: StubServer, no_telemetry: None
+) -> None:
+    script(upstream, weather_call, text_answer)
+    namespace = run_recipe("crewai", server)
+    assert_the_chosen_call_ran(upstream)
+    assert namespace["result"].raw == ANSWER
+    first = next(r for r in upstream.requests if not is_selector_request(r))
+    assert first.body is not None
+    # its tools went as functions, not as a text-only ReAct prompt
+    assert [t["function"]["name"] for t in first.body["tools"]] == ["get_weather"]
+
+
+@needs("google.adk", OWN_VENV)
+def test_google_adk_runs_the_chosen_tool_call(
+    server: BackgroundServer, upstream: StubServer, no_telemetry: None
+) -> None:
+    script(upstream, weather_call, text_answer)
+    namespace = run_recipe("google-adk", server)
+    assert_the_chosen_call_ran(upstream)
+    assert namespace["answer"] == ANSWER

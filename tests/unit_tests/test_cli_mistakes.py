@@ -320,4 +320,11 @@ def test_a_size_flag_takes_a_finite_size_within_its_range(
     value: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     err = refused(["serve", "--model", "stub", "--response-store-mb", value], capsys)
-    assert "argument --response-store-mb:" in err and "Traceback" not in err
+    # one line: the flag, what is wrong with its value, where the flags are listed
+    assert err.startswith("turnbon serve: error: argument --response-store-mb: ")
+    assert err.endswith(" (see turnbon serve --help)\n") and err.count("\n") == 1
+
+
+def test_a_wrong_choice_still_shows_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(["serve", "--model", "stub", "--log-level", "loud"], capsys)
+    assert err.startswith("usage: turnbon serve ") and "invalid choice: 'loud'" in err

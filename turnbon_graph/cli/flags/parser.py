@@ -9,6 +9,10 @@ import re
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+_BAD_VALUE = re.compile(r"argument [^:]+: (?!invalid choice|expected |not allowed)")
+"""An error about the value given to a flag (not a choice outside its list, a missing
+value, or flags given together)."""
+
 
 class CommandParser(argparse.ArgumentParser):
     """The parser of `turnbon` and of each of its commands, whose errors say what was
@@ -44,7 +48,12 @@ class CommandParser(argparse.ArgumentParser):
         return namespace
 
     def error(self, message: str) -> NoReturn:
-        super().error(self.explained(message))
+        message = self.explained(message)
+        if _BAD_VALUE.match(message):
+            # a flag's value was refused: its one line says which and why, without the
+            # usage of every other flag
+            self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        super().error(message)
 
     def explained(self, message: str) -> str:
         """argparse's `message` with what the user probably meant."""
