@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from turnbon_graph._litellm.client import LiteLLMClient
+from turnbon_graph._sync import sized_for_loop
 from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.prompting import (
     answer_section,
@@ -139,7 +140,9 @@ class FusionSelector(ActionWriter):
         order = seeded_order(candidates, self.seed)
         shown = [candidates[p] for p in order]
         tools = tools_used(candidates)
-        request = fusion_request(messages, shown, tools, allow_none=self.allow_none)
+        request = await sized_for_loop(
+            messages, fusion_request, messages, shown, tools, allow_none=self.allow_none
+        )
         asked = await self.write(request, tools, "fused_action")
         common: dict[str, Any] = {
             "selector": self.name,

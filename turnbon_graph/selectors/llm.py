@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from turnbon_graph._litellm.chat_model import ChatModelClient, chat_model_label
 from turnbon_graph._litellm.client import CompletionClient, LiteLLMClient
+from turnbon_graph._sync import sized_for_loop
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selection, fall_back
 from turnbon_graph.selectors.model_call import Asked, ModelCaller, check_llm_options
@@ -231,7 +232,9 @@ class LLMSelector(ModelCaller):
         schema = answer_schema(n, self.allow_none, self.max_reason_chars)
         return await self.ask_json(
             self.model,
-            build_request(messages, shown, allow_none=self.allow_none),
+            await sized_for_loop(
+                messages, build_request, messages, shown, allow_none=self.allow_none
+            ),
             kwargs=await self.answer_kwargs(self.model, "selection", schema),
             parse=lambda response: parse_answer(response, n, self.allow_none),
             retry_prompt=lambda problem: RETRY_PROMPT.format(

@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from turnbon_graph._litellm.client import LiteLLMClient
+from turnbon_graph._sync import sized_for_loop
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.selectors.base import Selection, Selector
 from turnbon_graph.selectors.llm import LLMSelector
@@ -172,7 +173,9 @@ class RefineSelector(ActionWriter):
         action = picked.message or chosen.message
         assert action is not None
         tools = tools_used(candidates, picked.message)
-        request = refine_request(messages, chosen, action, tools, allow_none=self.allow_none)
+        request = await sized_for_loop(
+            messages, refine_request, messages, chosen, action, tools, allow_none=self.allow_none
+        )
         asked = await self.write(request, tools, "refined_action")
         update: dict[str, Any] = {
             "selector": self.name,

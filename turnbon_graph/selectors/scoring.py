@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
 from turnbon_graph._litellm.client import LiteLLMClient
+from turnbon_graph._sync import sized_for_loop
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.records import Usage
 from turnbon_graph.selectors.base import Selection, fall_back
@@ -221,7 +222,7 @@ class ScoringSelector(ModelCaller):
         assert self.judge is not None
         return await self.ask_json(
             self.judge,
-            scoring_request(messages, candidate, self.rubric),
+            await sized_for_loop(messages, scoring_request, messages, candidate, self.rubric),
             kwargs=await self.answer_kwargs(self.judge, "score", score_schema()),
             parse=parse_score,
             retry_prompt=lambda problem: SCORING_RETRY_PROMPT.format(error=problem),

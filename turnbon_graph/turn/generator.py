@@ -25,6 +25,7 @@ from turnbon_graph._litellm.failures import call_failure, describe_error
 from turnbon_graph._litellm.loading import load_litellm
 from turnbon_graph._litellm.model_map import choice_tokens, supports_native_n, supports_native_tools
 from turnbon_graph._secrets import redact, secret_values, without_secrets
+from turnbon_graph._sync import sized_for_loop
 from turnbon_graph.errors import ConfigurationError
 from turnbon_graph.openai.messages import message_from_choice, to_openai_messages
 from turnbon_graph.records import split_usage
@@ -86,10 +87,6 @@ async def as_they_finish(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-
-LONG_CONVERSATION = 1000
-"""Messages beyond which a turn converts its conversation on a thread: about 5 µs a
-message, a few milliseconds below this, most of a second at 90,000."""
 
 _REFUSED = (400, 404, 422)
 """Statuses of a request refused as such (a parameter the endpoint does not take)."""
@@ -203,11 +200,7 @@ class CandidateGenerator:
         extra = extra or {}
         check_reserved(extra, "per-call completion settings", "the turn itself")
         await load_litellm()  # the model-map lookups below import it otherwise, on the loop
-        request = (
-            await asyncio.to_thread(to_openai_messages, messages)
-            if len(messages) > LONG_CONVERSATION
-            else to_openai_messages(messages)
-        )
+        request = await sized_for_loop(messages, to_openai_messages, messages)
         requests = [self._request(spec, request, tools, extra) for spec in self.specs]
         indices = range(start, start + n)
         pending: set[asyncio.Task[list[Candidate]]] = set()
