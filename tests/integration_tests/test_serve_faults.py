@@ -6,8 +6,10 @@ behind `--model stub` keeps a bounded log of the requests it saw."""
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,11 +18,13 @@ from typing import Any
 import httpx
 import litellm
 import pytest
+import uvicorn
 
 from tests.integration_tests.test_litellm_provider import provider  # noqa: F401  (fixture)
 from tests.integration_tests.test_serve_guards import ServeCommand, serve_config
 from turnbon_graph.litellm_provider import TurnBoNProvider
 from turnbon_graph.serve import BackgroundServer
+from turnbon_graph.serve.runner import run_server
 from turnbon_graph.testing import StubServer, chat_completion, last_user_text
 
 
@@ -55,6 +59,33 @@ def large_body(endpoint: str) -> bytes:
     items = [*items, {"role": "narrator", "content": "the end"}]
     field = "messages" if endpoint == "chat/completions" else "input"
     return json.dumps({"model": "turnbon", field: items}).encode()
+
+
+def test_turnbon_serve_freezes_what_lives_as_long_as_it(
+    stub: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process `turnbon serve` owns starts serving with LiteLLM and the app out of
+    the collector's full passes, each of which held every request up for a quarter of a
+    second (benchmarks/serve_large_body.py); a server embedded in a process of the
+    user's (`BackgroundServer`) leaves that process's collector alone."""
+    seen: list[tuple[int, bool]] = []
+
+    def serving(self: uvicorn.Server, sockets: Any = None) -> None:
+        seen.append((gc.get_freeze_count(), "litellm" in sys.modules))
+
+    monkeypatch.setattr(uvicorn.Server, "run", serving)
+    gc.unfreeze()
+    try:
+        run_server(serve_config(stub))
+        [(frozen, litellm_loaded)] = seen
+        assert frozen > 10_000 and litellm_loaded
+        monkeypatch.undo()  # a real server next
+        gc.unfreeze()
+        with BackgroundServer(serve_config(stub)) as running:
+            running.base_url  # noqa: B018 - started
+            assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
 
 
 @pytest.mark.parametrize("endpoint", ["chat/completions", "responses"])

@@ -8,6 +8,7 @@ header size).
 from __future__ import annotations
 
 import copy
+import gc
 import threading
 import time
 from typing import Any
@@ -16,11 +17,12 @@ import uvicorn
 from starlette.applications import Starlette
 from uvicorn.config import LOG_LEVELS, LOGGING_CONFIG
 
+from turnbon_graph._litellm.loading import import_litellm
 from turnbon_graph.serve.app import create_app
 from turnbon_graph.serve.config import DEFAULT_HOST, ServeConfig
 from turnbon_graph.serve.limits import guarded_protocol
 
-__all__ = ["BackgroundServer", "run_server"]
+__all__ = ["BackgroundServer", "freeze_long_lived", "run_server"]
 
 
 def run_server(
@@ -57,8 +59,21 @@ def run_server(
             raise ValueError("several workers need a factory: each builds its own app")
         uvicorn.run(factory, factory=True, workers=workers, port=config.port, **settings)
         return
-    server = uvicorn.Server(uvicorn.Config(create_app(config), port=config.port, **settings))
+    app = create_app(config)
+    freeze_long_lived()
+    server = uvicorn.Server(uvicorn.Config(app, port=config.port, **settings))
     server.run()
+
+
+def freeze_long_lived() -> None:
+    """LiteLLM imported, then every object alive now (LiteLLM, the app) out of the garbage
+    collector's passes. They live as long as the server, and each full collection walked
+    them all, holding every request up for a quarter of a second
+    (benchmarks/serve_large_body.py). Only for a process the server owns (`turnbon
+    serve` and its workers): a process that embeds one keeps its own collector's rules."""
+    import_litellm()
+    gc.collect()
+    gc.freeze()
 
 
 def _settings(config: ServeConfig, log_level: str) -> dict[str, Any]:

@@ -119,13 +119,16 @@ def worker_app() -> Any:
     """The app of one `--workers` process, built from the command line it was started
     with (`WORKER_ARGV`), as the parent built its own."""
     from turnbon_graph.serve import create_app
+    from turnbon_graph.serve.runner import freeze_long_lived
 
     argv = json.loads(os.environ[WORKER_ARGV])  # ["serve", flags...]
     parser = argparse.ArgumentParser(prog="turnbon serve")
     serve_arguments(parser)
     args = parser.parse_args(argv[1:])
     args.argv = argv
-    return create_app(serve_config(args)[0])
+    app = create_app(serve_config(args)[0])
+    freeze_long_lived()
+    return app
 
 
 def serve_config(
