@@ -186,6 +186,7 @@ def test_a_test_script_is_a_verifier(tmp_path: Path) -> None:
         ("[agent]\ntimeout_sec = -1\n", "positive number"),
         ("agent = 3\n", "must be a table"),
         ("[verifier]\nenv = { N = 1 }\n", "table of strings"),
+        ('[verifier]\nnative_extensions = "yes"\n', "native_extensions must be true or false"),
     ],
 )
 def test_malformed_task_toml_says_what_to_fix(tmp_path: Path, toml: str, problem: str) -> None:

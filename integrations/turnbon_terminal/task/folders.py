@@ -107,6 +107,10 @@ class TerminalTask:
     """Environment variables for the verifier (`[verifier.env]`)."""
     solution_env: Mapping[str, str] = field(default_factory=dict)
     """Environment variables for the reference solution (`[solution.env]`)."""
+    native_extensions: bool = False
+    """`[verifier] native_extensions = true`: the deliverable may be native extension
+    modules (`.so`), which the tests then load; otherwise the verifier never loads one
+    from the work folder and names it as tamper evidence."""
     allow_internet: bool = False
     """`[environment] network_mode = "public"` or `allow_internet = true` (Terminal-Bench
     2's keys): the sandbox reaches the network; otherwise it has none (loopback only)."""
@@ -276,6 +280,7 @@ def load_task(folder: str | Path, *, note: str = AGENT_NOTE) -> TerminalTask:
         folder=folder,
         setup_timeout_s=setup_timeout,
         verifier_env=_env(verifier, folder),
+        native_extensions=_flag(verifier, "native_extensions", folder),
         solution_env=_env(solution, folder),
         allow_internet=allow_internet,
         budget=_budget(environment, folder),
@@ -380,6 +385,13 @@ def _number(table: Mapping[str, Any], key: str, default: float, folder: Path) ->
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise TaskFormatError(f"{folder / 'task.toml'}: {key} must be a positive number")
     return float(value)
+
+
+def _flag(table: Mapping[str, Any], key: str, folder: Path) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise TaskFormatError(f"{folder / 'task.toml'}: {key} must be true or false")
+    return value
 
 
 def _text(value: Any) -> str | None:

@@ -165,12 +165,15 @@ class Scan:
     what the episode's user cannot read (its owner: modes are the owner's)."""
 
 
-def scan_workdir(workdir: Path, shipped: Path | None = None) -> Scan:
+def scan_workdir(
+    workdir: Path, shipped: Path | None = None, native_extensions: bool = False
+) -> Scan:
     """Walks `workdir` (no link followed, at most `SCAN_FILES` entries, `SCAN_BYTES`
-    read and `SCAN_SECONDS`; blocking): bytecode, source naming internals, special
+    read and `SCAN_SECONDS`; blocking): bytecode, source naming internals, native
+    extension modules (unless the task declares them: `native_extensions`), special
     files. Source the same as the task's own (`shipped`: its environment folder, which
     the work folder started as) is the task's, not evidence."""
-    scanner = _Scanner(workdir, shipped)
+    scanner = _Scanner(workdir, shipped, native_extensions)
     deadline = time.monotonic() + SCAN_SECONDS
     for folder, dirs, files in os.walk(workdir):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
@@ -190,9 +193,10 @@ def scan_workdir(workdir: Path, shipped: Path | None = None) -> Scan:
 class _Scanner:
     """What `scan_workdir` found so far."""
 
-    def __init__(self, workdir: Path, shipped: Path | None) -> None:
+    def __init__(self, workdir: Path, shipped: Path | None, native_extensions: bool) -> None:
         self.workdir = workdir
         self.shipped = shipped
+        self.native_extensions = native_extensions
         self.scan = Scan()
         self.named: dict[str, list[str]] = {}
         self.budget = [SCAN_BYTES]
@@ -219,7 +223,7 @@ class _Scanner:
         elif stat.S_ISREG(mode) and path.endswith(".pyc"):
             if (problem := _bytecode(Path(path))) is not None:
                 self.scan.tamper.append(f"bytecode {problem}: {shown}")
-        elif stat.S_ISREG(mode) and path.endswith(EXTENSIONS):
+        elif stat.S_ISREG(mode) and path.endswith(EXTENSIONS) and not self.native_extensions:
             self.scan.tamper.append(f"a native extension module, never loaded here: {shown}")
         elif stat.S_ISREG(mode) and path.endswith((".py", ".pth")):
             self.source(path, shown)

@@ -219,7 +219,9 @@ async def run_verifier(
             raise
         # The agent left its disk too full for the tests' HOME: its doing, not ours.
         return Verdict(passed=False, reason=f"the episode's disk is full: {exc.strerror}")
-    scan = await asyncio.to_thread(scan_workdir, sandbox.workdir, task.environment_dir)
+    scan = await asyncio.to_thread(
+        scan_workdir, sandbox.workdir, task.environment_dir, task.native_extensions
+    )
     with EvidencePipes() as pipes:
         left = max(deadline - time.monotonic(), 0)
         result = await _run_tests(sandbox, task, runtime, folder, pipes, left)
@@ -252,7 +254,7 @@ async def _run_tests(
     args += ["--rootdir", str(tests), "--import-mode=importlib"]
     args += [f"--junitxml={folder.reports / REPORT_NAME}", str(tests)]
     setup: dict[str, object] = {**pipes.setup(), "workdir": str(sandbox.inside(sandbox.workdir))}
-    setup |= {"tests": str(tests)}
+    setup |= {"tests": str(tests), "native_extensions": task.native_extensions}
     setup |= {"reports": str(folder.reports), "site": str(runtime.site)}
     python = [runtime.candidate.python, "-I", "-B", "-X", f"pycache_prefix={cache}"]
     watch = [str(folder.watch), str(runtime.site), json.dumps(setup)]

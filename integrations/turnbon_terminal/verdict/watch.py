@@ -81,6 +81,7 @@ class Watch:
         os.close(setup["token_fd"])
         self.pid = os.getpid()
         self.workdir = os.path.realpath(setup["workdir"])
+        self.native_extensions = bool(setup.get("native_extensions"))
         self.reports = os.path.realpath(setup["reports"])
         self.site = os.path.realpath(setup["site"])
         # sys.path now holds only what -I allows (the interpreter's library and
@@ -370,15 +371,23 @@ class Observer:
         self.watch.check()
 
 
-def refusing_bytecode(workdir: str) -> Callable[[str], machinery.FileFinder]:
+def refusing_bytecode(
+    workdir: str, native_extensions: bool = False
+) -> Callable[[str], machinery.FileFinder]:
     """A path hook for the work folder's folders: source modules only, so a
     `helper.pyc` alone is no module, and a native extension beside an honest
-    `helper.py` is not the module found first (elsewhere the usual hook answers)."""
+    `helper.py` is not the module found first (elsewhere the usual hook answers). A
+    task that declares `native_extensions` has them found, before source, as usual."""
+    loaders: list[tuple[type[Any], list[str]]] = [
+        (machinery.SourceFileLoader, machinery.SOURCE_SUFFIXES)
+    ]
+    if native_extensions:
+        loaders.insert(0, (machinery.ExtensionFileLoader, machinery.EXTENSION_SUFFIXES))
 
     def hook(path: str) -> machinery.FileFinder:
         if not inside(os.path.realpath(path or "."), workdir):
             raise ImportError("not the work folder")
-        return machinery.FileFinder(path, (machinery.SourceFileLoader, machinery.SOURCE_SUFFIXES))
+        return machinery.FileFinder(path, *loaders)
 
     return hook
 
@@ -387,7 +396,7 @@ def main() -> int:
     """Runs pytest on `sys.argv[2:]` under the watch; `sys.argv[1]` is the setup."""
     watch = Watch(json.loads(sys.argv[1]))
     watch.send("started", pid=watch.pid)
-    sys.path_hooks.insert(0, refusing_bytecode(watch.workdir))
+    sys.path_hooks.insert(0, refusing_bytecode(watch.workdir, watch.native_extensions))
     sys.path_importer_cache.clear()
     real_exit, real_register = os._exit, atexit.register
 
