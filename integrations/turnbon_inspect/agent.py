@@ -11,7 +11,7 @@ and its log see the candidates and the selector alike.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from inspect_ai.agent import Agent, AgentPrompt, AgentState, AgentSubmit, agent, react
@@ -21,11 +21,15 @@ from inspect_ai.tool import Tool
 from inspect_ai.util import span, store
 
 from turnbon_graph.bench.readers.inspect_logs import TURNS_KEY
-from turnbon_graph.cli.models import make_selector
 from turnbon_graph.config import TurnConfig
 from turnbon_graph.records import TurnRecord, UsageSplit
-from turnbon_graph.selectors.base import Selector
-from turnbon_graph.selectors.llm import LLMSelector
+from turnbon_graph.selectors import (
+    FirstSelector,
+    LLMSelector,
+    MajorityVoteSelector,
+    RandomSelector,
+    Selector,
+)
 from turnbon_graph.turn.engine import TurnEngine, turn_record
 from turnbon_inspect.source import InspectModelClient, InspectSource, as_inspect, as_langchain
 
@@ -38,12 +42,19 @@ EVENT_SOURCE = "turn-bon"
 """The `source` of each turn's info event in the transcript."""
 
 
-def _selector(name: str, role: str, seed: int | None) -> tuple[Selector, InspectModelClient | None]:
-    """The named selector, and the client of its model calls (`llm`: the role's model,
-    the eval's model without one; None for a rule)."""
-    rule = make_selector(name, seed)
-    if isinstance(rule, Selector):
-        return rule, None
+def _rule(name: str, seed: int | None) -> Selector | None:
+    """The selector a rule names, made once for the agent; None for `llm`."""
+    rules: dict[str, Callable[[], Selector]] = {
+        "first": FirstSelector,
+        "random": lambda: RandomSelector(seed),
+        "majority": MajorityVoteSelector,
+    }
+    return rules[name]() if name in rules else None
+
+
+def _llm_selector(role: str, seed: int | None) -> tuple[Selector, InspectModelClient]:
+    """The paper's selector on the role's model (the eval's model without one), asked
+    in the running sample, and the client its calls go through."""
     judge = get_model(role=role, default=get_model())
     client = InspectModelClient(judge)
     return LLMSelector(str(judge), client=client, seed=seed, response_format=False), client
@@ -90,12 +101,13 @@ def turn_bon(
     if selector not in SELECTORS:
         raise ValueError(f"selector must be one of {', '.join(SELECTORS)}; got {selector!r}")
     config = TurnConfig(n=n, seed=seed, dedupe=dedupe)
+    rule = _rule(selector, seed)
     without_n: set[str] = set()
 
     async def execute(state: AgentState, tools: list[Tool]) -> AgentState:
         model = get_model()
         source = InspectSource(model, list(state.messages), list(tools), without_n)
-        chooser, client = _selector(selector, selector_role, seed)
+        chooser, client = (rule, None) if rule is not None else _llm_selector(selector_role, seed)
         engine = TurnEngine(generator=source, selector=chooser, config=config)
         async with span("turn-bon", type="turnbon"):
             messages = await as_langchain(state.messages)

@@ -144,28 +144,32 @@ def test_react_with_turn_bon_logs_three_candidates_and_the_choice_each_turn(
 
 
 def test_named_on_the_command_line_it_runs_the_evals_own_tools(tmp_path: Path) -> None:
+    """`--solver turnbon_inspect/turn_bon_agent -S n=2 -S selector=first`: the task's own
+    bash, two candidates a turn, the first chosen by rule with no selector call."""
     with StubServer() as stub:
-        stub.route(is_selector_request, judge())
         stub.script(*turns(2))
         log = inspect_eval(
             stub,
             "two_turns",
             tmp_path,
-            "--solver",
-            "turnbon_inspect/turn_bon_agent",
-            "-S",
-            "n=2",
+            *("--solver", "turnbon_inspect/turn_bon_agent"),
+            *("-S", "n=2", "-S", "selector=first"),
         )
     assert log.samples is not None
     sample = log.samples[0]
     assert sample.scores is not None and sample.scores["file_written"].value == "C"
     assert log.eval.solver == "turnbon_inspect/turn_bon_agent"
-    assert log.eval.solver_args == {"n": 2}
+    assert log.eval.solver_args == {"n": 2, "selector": "first"}
     asked = generator_requests(stub)
     assert [r.body["n"] for r in asked] == [2, 2]
+    assert not any(is_selector_request(r) for r in stub.requests)
     # the task's bash (its use_tools), with react's submit beside it
     assert {t["function"]["name"] for t in asked[0].body["tools"]} == {"bash", "submit"}
-    assert [len(e["candidates"]) for e in turn_events(log)] == [2, 2]
+    events = turn_events(log)
+    assert [(len(e["candidates"]), e["selector"], e["selected_index"]) for e in events] == [
+        (2, "first", 0),
+        (2, "first", 0),
+    ]
 
 
 def test_a_provider_without_n_is_asked_once_per_candidate(tmp_path: Path) -> None:
