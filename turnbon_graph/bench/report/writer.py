@@ -149,8 +149,9 @@ def read_settings(run_dir: Path) -> RunSettings | None:
             return None
         raise ConfigurationError(
             f"{run_dir} is not a run folder (it has no {SETTINGS_FILE} or {EPISODES_FILE}) "
-            "nor a Harbor job folder; pass the folder that `turnbon bench` printed when it "
-            "started, or the one `harbor run` wrote (jobs/<job-name>)"
+            "nor a Harbor job folder nor an Inspect AI log folder; pass the folder that "
+            "`turnbon bench` printed when it started, the one `harbor run` wrote "
+            "(jobs/<job-name>), or `inspect eval`'s --log-dir (logs/ by default)"
         )
     try:
         return RunSettings.model_validate_json(path.read_text(encoding="utf-8"))
