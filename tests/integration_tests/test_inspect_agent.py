@@ -115,7 +115,9 @@ def test_react_with_turn_bon_logs_three_candidates_and_the_choice_each_turn(
     with StubServer() as stub:
         stub.route(is_selector_request, judge())
         stub.script(*turns())
-        log = inspect_eval(stub, "two_turns_react", tmp_path)
+        # the selector asks its own model role
+        role = ("--model-role", "selector=openai-api/stub/judge")
+        log = inspect_eval(stub, "two_turns_react", tmp_path, *role)
     assert log.samples is not None
     sample = log.samples[0]
     assert sample.scores is not None and sample.scores["file_written"].value == "C"
@@ -126,13 +128,15 @@ def test_react_with_turn_bon_logs_three_candidates_and_the_choice_each_turn(
     assert chosen["tool_calls"][0]["args"] == {"command": WRITE}
     assert first["reason"] == "mkdir does the task"
     assert second["candidates"][second["selected_index"]]["tool_calls"][0]["name"] == "submit"
-    assert all(e["selector"] == "llm:openai-api/stub/stub" for e in events)
+    assert all(e["selector"] == "llm:openai-api/stub/judge" for e in events)
     assert all(e["tokens"]["selector"] > 0 for e in events)
     # one generator call with n=3 a turn, offered react's tools; one selector call a turn
     asked = generator_requests(stub)
     assert [r.body["n"] for r in asked] == [3, 3]
     assert {t["function"]["name"] for t in asked[0].body["tools"]} == {"bash", "submit"}
-    assert sum(is_selector_request(r) for r in stub.requests) == 2
+    asked_judge = [r.body["model"] for r in stub.requests if is_selector_request(r)]
+    assert asked_judge == ["judge", "judge"]
+    assert {r.body["model"] for r in asked} == {"stub"}
     # only the chosen calls ran: the conversation holds the one bash call, then react's
     # answer from the chosen submit()
     calls = [c for m in sample.messages if m.role == "assistant" for c in m.tool_calls or []]
