@@ -31,7 +31,7 @@ from turnbon_graph.selectors import (
     Selector,
 )
 from turnbon_graph.turn.engine import TurnEngine, turn_record
-from turnbon_inspect.source import InspectModelClient, InspectSource, as_inspect, as_langchain
+from turnbon_inspect.source import InspectModelClient, InspectSource, as_langchain
 
 __all__ = ["SELECTORS", "TURNS_KEY", "turn_bon", "turn_bon_agent", "turn_summary"]
 
@@ -116,11 +116,8 @@ def turn_bon(
                 raise client.limit  # the selector's call went over the sample's limit
             record = turn_record(chosen)
             assert record is not None
-            message = (
-                await as_inspect(chosen, str(model))
-                if record.synthesized is not None
-                else source.chosen(record.selected_index)
-            )
+            # the offered selectors choose a candidate; none writes an action of its own
+            message = source.chosen(record.selected_index)
             _log(record)
         state.messages.append(message)
         state.output = ModelOutput(

@@ -23,13 +23,11 @@ from inspect_ai.model import (
     GenerateConfig,
     Model,
     ModelOutput,
-    messages_from_openai,
     messages_to_openai,
 )
 from inspect_ai.tool import Tool
 from inspect_ai.util import LimitExceededError
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
-from langchain_core.messages import convert_to_openai_messages as to_openai
 
 from turnbon_graph._litellm.client import CallResult
 from turnbon_graph._litellm.failures import describe_error
@@ -38,21 +36,13 @@ from turnbon_graph.records import Usage, split_usage
 from turnbon_graph.turn.candidates import Candidate
 from turnbon_graph.turn.generator import as_they_finish
 
-__all__ = ["InspectModelClient", "InspectSource", "as_inspect", "as_langchain"]
+__all__ = ["InspectModelClient", "InspectSource", "as_langchain"]
 
 
 async def as_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
     """Inspect messages as LangChain's, through the OpenAI format both speak."""
     converted: list[Any] = await messages_to_openai(list(messages))
     return convert_to_messages(converted)
-
-
-async def as_inspect(message: AIMessage, model: str) -> ChatMessageAssistant:
-    """A message a selector wrote itself (fusion, refinement) as Inspect's."""
-    converted = await messages_from_openai([to_openai(message)], model)  # type: ignore[list-item]
-    assistant = converted[-1]
-    assert isinstance(assistant, ChatMessageAssistant)
-    return assistant
 
 
 @dataclass
@@ -128,7 +118,6 @@ class InspectSource:
         shares = split_usage(usage_of(output.usage), [1] * len(choices))
         candidates = []
         for index, choice, share in zip(indices, choices, shares, strict=False):
-            self.replies[index] = choice.message
             candidates.append(await self._candidate(index, choice.message, share, latency, True))
         if len(candidates) < len(indices):
             self.without_n.add(self.label)  # it has no `n`: a call per candidate from now on
@@ -149,7 +138,6 @@ class InspectSource:
                 error=describe_error(exc),
                 latency_s=time.monotonic() - started,
             )
-        self.replies[index] = output.message
         return await self._candidate(index, output.message, usage_of(output.usage), latency)
 
     async def _candidate(
@@ -160,6 +148,8 @@ class InspectSource:
         latency: float,
         native_n: bool = False,
     ) -> Candidate:
+        """Candidate `index` for the engine; Inspect's own message kept (`chosen`)."""
+        self.replies[index] = message
         converted = (await as_langchain([message]))[0]
         assert isinstance(converted, AIMessage)
         return Candidate(
