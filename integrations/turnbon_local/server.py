@@ -139,18 +139,10 @@ class LocalModelServer:
         drain_timeout: float = 30.0,
         verbose: bool = False,
     ) -> None:
+        # The signature is the list of options; LocalServerOptions checks their values.
+        given = {name: value for name, value in locals().items() if name != "self"}
         try:
-            self.options = LocalServerOptions(
-                model_path=Path(model_path) if model_path is not None else None,
-                alias=alias,
-                parallel=parallel,
-                ctx_per_slot=ctx_per_slot,
-                threads=threads,
-                port=port,
-                startup_timeout=startup_timeout,
-                drain_timeout=drain_timeout,
-                verbose=verbose,
-            )
+            self.options = LocalServerOptions(**given)
         except ValidationError as exc:
             raise ConfigurationError(
                 f"Invalid LocalModelServer options: {exc}. Fix the named option(s)."

@@ -146,6 +146,9 @@ SUB_PREFIXES: dict[tuple[str, str], frozenset[str]] = {
 }
 """Two-word prefixes (`uv run pytest`, `poetry run python x.py`)."""
 
+_SAME_VERBS = {"dnf": "yum", "micromamba": "mamba"}
+"""Tools whose subcommands are another's (a successor, a rewrite): read as that one's."""
+
 SUBCOMMANDS: dict[str, dict[str, Fact]] = {
     "pip": {
         "install": INSTALL,
@@ -159,7 +162,6 @@ SUBCOMMANDS: dict[str, dict[str, Fact]] = {
     "apt-get": {"install": INSTALL},
     "apt-cache": {"search": READ, "show": READ, "policy": READ, "depends": READ},
     "yum": {"install": INSTALL, "list": READ, "info": READ, "search": READ},
-    "dnf": {"install": INSTALL, "list": READ, "info": READ, "search": READ},
     "zypper": {"install": INSTALL, "in": INSTALL, "search": READ},
     "apk": {"add": INSTALL, "info": READ, "search": READ},
     "brew": {"install": INSTALL, "list": READ, "info": READ, "search": READ},
@@ -169,7 +171,6 @@ SUBCOMMANDS: dict[str, dict[str, Fact]] = {
     "composer": {"install": INSTALL, "require": INSTALL, "show": READ},
     "conda": {"install": INSTALL, "create": INSTALL, "list": READ, "info": READ},
     "mamba": {"install": INSTALL, "create": INSTALL, "list": READ},
-    "micromamba": {"install": INSTALL, "create": INSTALL, "list": READ},
     "poetry": {"add": INSTALL, "install": INSTALL, "show": READ, "check": TEST},
     "pipenv": {"install": INSTALL, "graph": READ},
     "pipx": {"install": INSTALL, "list": READ},
@@ -233,6 +234,7 @@ SUBCOMMANDS: dict[str, dict[str, Fact]] = {
 """Tools judged by their first positional argument; a subcommand not listed is OTHER.
 `apt-get update`, `git commit`, `git checkout` change something no behaviour names.
 Judgement call: `git apply` / `git am` (like `patch`) change workspace files, so they edit."""
+SUBCOMMANDS |= {tool: SUBCOMMANDS[like] for tool, like in _SAME_VERBS.items()}
 
 FLAG_TOOLS: dict[str, dict[str, Fact]] = {
     "pacman": {"-S": INSTALL, "-Sy": INSTALL, "-Syu": INSTALL, "-U": INSTALL, "-Q": READ},

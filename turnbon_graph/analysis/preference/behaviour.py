@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import BaseModel
 
 from turnbon_graph.analysis.preference.turns import (
     History,
+    SettingRow,
     no_multi,
     setting_order,
     task_means,
@@ -75,14 +73,10 @@ def candidate_tags(candidate: CandidateRecord, history: History, tagger: Tagger)
     return frozenset()
 
 
-class BehaviourPreference(BaseModel):
+class BehaviourPreference(SettingRow):
     """Figure 4 for one setting and behaviour: picked share against chance, and the
     paired bootstrap over tasks of the gap."""
 
-    setting: str
-    """The setting."""
-    n: int
-    """Its N (candidates per turn)."""
     behaviour: str
     """The behaviour (one of the tagger's)."""
     turns: int
@@ -108,20 +102,6 @@ class BehaviourPreference(BaseModel):
     """Two-sided sign-flip p-value (over tasks) of task_gap against 0."""
     resamples: int
     """Bootstrap resamples."""
-    synthesized_turns: int
-    """Turns of this setting left out because a selector wrote the executed action."""
-    rule_turns: int
-    """Turns left out because a fallback or early commit, not the selector, picked."""
-    resampled_turns: int
-    """Turns left out because the selector rejected the first batch and a fresh one ran."""
-
-    def to_row(self) -> dict[str, Any]:
-        """A flat dict, for a table or a CSV row.
-
-        Returns:
-            Every field by name.
-        """
-        return self.model_dump()
 
 
 def behaviour_preference(

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
-from turnbon_graph.analysis.preference.turns import no_multi, setting_order, task_means
+from turnbon_graph.analysis.preference.turns import (
+    SettingRow,
+    no_multi,
+    setting_order,
+    task_means,
+)
 from turnbon_graph.analysis.trajectories import Trajectory, command_of
 from turnbon_graph.bench.stats.metrics import BootstrapResult, bootstrap_differences
 from turnbon_graph.records import CandidateRecord
@@ -48,14 +51,10 @@ _MEASURES: dict[LengthMetric, Callable[[CandidateRecord], float]] = {
 }
 
 
-class LengthComparison(BaseModel):
+class LengthComparison(SettingRow):
     """Figure 5 for one setting and one measure: per-turn means of the picked candidate,
     the unpicked candidates and the baseline's executed action, with two bootstraps."""
 
-    setting: str
-    """The setting."""
-    n: int
-    """Its N (candidates per turn)."""
     metric: LengthMetric
     """The measure: "reasoning_tokens" or "command_chars"."""
     turns: int
@@ -80,12 +79,6 @@ class LengthComparison(BaseModel):
     """Per task, picked mean minus baseline mean, over the tasks both settings ran."""
     resamples: int
     """Bootstrap resamples."""
-    synthesized_turns: int
-    """Turns left out because a selector wrote the executed action."""
-    rule_turns: int
-    """Turns left out because a fallback or early commit, not the selector, picked."""
-    resampled_turns: int
-    """Turns left out because the selector rejected the first batch and a fresh one ran."""
 
     def to_row(self) -> dict[str, Any]:
         """A flat dict: the two comparisons as `vs_unpicked_*` and `vs_baseline_*`.
@@ -93,11 +86,11 @@ class LengthComparison(BaseModel):
         Returns:
             Every field by name, the comparisons' fields prefixed (None without one).
         """
-        row = self.model_dump(exclude={"vs_unpicked", "vs_baseline"})
+        row = super().to_row()
         for name in ("vs_unpicked", "vs_baseline"):
-            test: BootstrapResult | None = getattr(self, name)
+            test: dict[str, Any] | None = row.pop(name)
             for key in BootstrapResult.model_fields:
-                row[f"{name}_{key}"] = None if test is None else getattr(test, key)
+                row[f"{name}_{key}"] = None if test is None else test[key]
         return row
 
 

@@ -34,12 +34,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
+
+from pydantic import BaseModel
 
 from turnbon_graph.analysis.trajectories import Trajectory, TurnView
 from turnbon_graph.records import CandidateRecord
 
-__all__ = ["AGREEMENT_SELECTOR", "History", "TurnStatus", "turn_status"]
+__all__ = ["AGREEMENT_SELECTOR", "History", "SettingRow", "TurnStatus", "turn_status"]
 
 History = Sequence[tuple[str, int | None]]
 """(command, exit code) of the commands an episode executed before a turn."""
@@ -71,6 +73,32 @@ class _Pool:
     task: str
     candidates: list[CandidateRecord]
     picked: int
+
+
+class SettingRow(BaseModel):
+    """What a row of either analysis starts with: its setting, and the setting's turns
+    left out of the comparison, by why (see the module docstring)."""
+
+    setting: str
+    """The setting."""
+    n: int
+    """Its N (candidates per turn)."""
+    synthesized_turns: int
+    """Turns left out because a selector wrote the executed action."""
+    rule_turns: int
+    """Turns left out because a fallback or early commit, not the selector, picked."""
+    resampled_turns: int
+    """Turns left out because the selector rejected the first batch and a fresh one ran."""
+
+    def to_row(self) -> dict[str, Any]:
+        """A flat dict, for a table or a CSV row.
+
+        Returns:
+            Every field by name, the turns left out last.
+        """
+        row = self.model_dump()
+        left_out = {name: row.pop(name) for name in LeftOut.__annotations__}
+        return row | left_out
 
 
 class LeftOut(TypedDict):
