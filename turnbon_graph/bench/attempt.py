@@ -22,11 +22,12 @@ from turnbon_graph.bench.running.runs import (
     EpisodeResult,
     append_line,
     current_worker,
+    recorded_totals,
     setting_label,
     turns_path,
 )
 from turnbon_graph.bench.strategies.spec import StrategySpec
-from turnbon_graph.records import RECORD_KEY, TurnRecord, UsageSplit
+from turnbon_graph.records import RECORD_KEY, TurnRecord
 from turnbon_graph.turn.engine import TurnEngine
 
 OBSERVATION_LIMIT = 4000
@@ -55,24 +56,18 @@ async def run_episode(
     finally:
         log.close()
     assert end.outcome is not None  # verified
-    usage = _usage(end.messages)
+    records = [TurnRecord.model_validate(r) for m in end.messages if (r := _record(m))]
     return EpisodeResult(
         task=task.id,
         trial=trial,
         setting=setting,
         n=n,
-        turns=sum(1 for m in end.messages if _record(m) is not None),
-        usage=usage,
-        prompt_tokens_a_call_each=sum(
-            TurnRecord.model_validate(r).prompt_tokens_a_call_each
-            for m in end.messages
-            if (r := _record(m)) is not None
-        ),
+        **recorded_totals(records),
+        turns=len(records),
         duration_s=round(time.monotonic() - started, 3),
         worker=current_worker(),
         **end.result_fields(task),
         strategy=strategy or StrategySpec(),
-        tokens=usage.generator.total_tokens + usage.selector.total_tokens,
     )
 
 
@@ -120,15 +115,3 @@ def _record(message: BaseMessage) -> dict[str, Any] | None:
         record = message.response_metadata.get(RECORD_KEY)
         return record if isinstance(record, dict) else None
     return None
-
-
-def _usage(messages: Sequence[BaseMessage]) -> UsageSplit:
-    total = UsageSplit()
-    for message in messages:
-        if (record := _record(message)) is not None:
-            split = UsageSplit.model_validate(record["usage"])
-            total = UsageSplit(
-                generator=total.generator + split.generator,
-                selector=total.selector + split.selector,
-            )
-    return total

@@ -34,15 +34,15 @@ from typing import Any
 from pydantic import Field
 
 from turnbon_graph.bench.environment import Outcome
-from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings, Setting, setting_label
-from turnbon_graph.bench.strategies.spec import StrategySpec
-from turnbon_graph.records import (
-    TurnRecord,
-    Usage,
-    UsageSplit,
-    prompt_tokens_a_call_each,
-    turns_usage,
+from turnbon_graph.bench.running.runs import (
+    EpisodeResult,
+    RunSettings,
+    Setting,
+    recorded_totals,
+    setting_label,
 )
+from turnbon_graph.bench.strategies.spec import StrategySpec
+from turnbon_graph.records import TurnRecord, Usage, UsageSplit, turns_usage
 
 CONFIG_FILE = "config.json"
 RESULT_FILE = "result.json"
@@ -184,16 +184,14 @@ def episode(
         trial=trial,
         setting=setting,
         n=n,
+        **recorded_totals(records, usage),
         outcome=outcome,
         turns=turns,
-        usage=usage,
-        prompt_tokens_a_call_each=prompt_tokens_a_call_each(records),
         duration_s=seconds(result.get("started_at"), result.get("finished_at")),
         error=error,
         verifier_output=read_tail(folder / TEST_OUTPUT),
         category=metadata.get("category"),
         difficulty=metadata.get("difficulty"),
-        tokens=usage.generator.total_tokens + usage.selector.total_tokens,
     )
 
 

@@ -22,15 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from turnbon_graph.bench.environment import Outcome
-from turnbon_graph.bench.running.runs import EpisodeResult, RunSettings, setting_label
-from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.records import (
-    TurnRecord,
-    Usage,
-    UsageSplit,
-    prompt_tokens_a_call_each,
-    turns_usage,
+from turnbon_graph.bench.running.runs import (
+    EpisodeResult,
+    RunSettings,
+    recorded_totals,
+    setting_label,
 )
+from turnbon_graph.errors import ConfigurationError
+from turnbon_graph.records import TurnRecord, Usage, UsageSplit, turns_usage
 
 TURNS_KEY = "turnbon_turns"
 """The sample store's key of the Turn-BoN agent's turn records (`turnbon_inspect`)."""
@@ -119,14 +118,12 @@ def episode(
         trial=sample.epoch - 1,
         setting=setting,
         n=n,
+        **recorded_totals(records, usage),
         outcome=outcome,
         turns=turns,
-        usage=usage,
-        prompt_tokens_a_call_each=prompt_tokens_a_call_each(records),
         duration_s=round(float(sample.total_time or 0.0), 3),
         error=error,
         verifier_output=explanation(sample)[-EXPLANATION_TAIL:],
-        tokens=usage.generator.total_tokens + usage.selector.total_tokens,
     )
 
 

@@ -9,6 +9,7 @@ Markdown even when matplotlib (the `plots` extra) is missing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -34,6 +35,16 @@ from turnbon_graph.errors import ConfigurationError
 
 REPORT_FILE = "report.md"
 REPORT_DIR = "report"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the report shows as pictures: each plot written, by figure, as its file name
+    beside the report (or why none was drawn), and the episode whose tree it draws."""
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    note: str | None = None
+    tree_file: Path | None = None
 
 
 def write_report(
@@ -83,9 +94,7 @@ def write_report(
         baseline=baseline,
         resamples=resamples,
         seed=seed,
-        plot_files=plot_files,
-        plots_note=plots_note,
-        tree_file=tree_file,
+        figures=Figures(plot_files, plots_note, tree_file),
         match_spend=match_spend,
     )
     path = out / REPORT_FILE
@@ -200,16 +209,15 @@ def render_report(
     baseline: str = "N=1",
     resamples: int = 10_000,
     seed: int = 0,
-    plot_files: Mapping[str, str] | None = None,
-    plots_note: str | None = None,
-    tree_file: Path | None = None,
+    figures: Figures | None = None,
     match_spend: float | None = None,
 ) -> str:
     """The report's Markdown (reads the run's tree files and rollouts, writes nothing);
     `match_spend`: a spend per episode to compare each strategy's closest setting at."""
     order = setting_order(results, settings)
     groups = metrics.by_setting(results)
-    plots = plot_files or {}
+    figures = figures or Figures()
+    plots, plots_note, tree_file = figures.files, figures.note, figures.tree_file
     lines = [f"# Turn-BoN run report: `{run_dir.name}`", ""]
     lines += _summary(run_dir, settings, results, order, baseline)
     if not results:

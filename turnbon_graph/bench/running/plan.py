@@ -132,6 +132,9 @@ Todo = tuple[TaskSpec, int, Setting]
 class RunPlan:
     """A run's folder prepared (or checked, on a rerun) and the episodes it lacks."""
 
+    environment: Environment
+    config: BenchConfig
+    run_dir: Path
     engines: dict[int, TurnEngine]
     todo: list[Todo]
 
@@ -181,7 +184,7 @@ def plan_run(
         for trial in range(config.trials)
         if (setting.label, task.id, trial) not in done
     ]
-    return RunPlan(engines, todo)
+    return RunPlan(environment, config, run_dir, engines, todo)
 
 
 def _starting_estimates(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from turnbon_graph.bench.environment import Environment
 from turnbon_graph.bench.running.local_runner import run_locally
-from turnbon_graph.bench.running.plan import BenchConfig
+from turnbon_graph.bench.running.plan import BenchConfig, plan_run
 from turnbon_graph.bench.running.runs import EpisodeResult
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ async def run_benchmark(
             settings, or `ray` is asked for without Ray installed.
     """
     if ray is None:
-        return await run_locally(environment, config, run_dir, tasks=tasks, progress=progress)
+        plan = plan_run(environment, config, run_dir, tasks)
+        return await run_locally(plan, progress=progress)
     from turnbon_graph.bench.running.ray_runner import run_on_ray  # Ray only when a run asks for it
 
     return await run_on_ray(environment, config, run_dir, tasks=tasks, progress=progress, ray=ray)

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -31,7 +31,13 @@ from turnbon_graph.bench.strategies.record import SearchRecord
 from turnbon_graph.bench.strategies.registry import known_kind
 from turnbon_graph.bench.strategies.spec import StrategySpec
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.records import Usage, UsageSplit
+from turnbon_graph.records import (
+    TurnRecord,
+    Usage,
+    UsageSplit,
+    prompt_tokens_a_call_each,
+    turns_usage,
+)
 
 SETTINGS_FILE = "run.json"
 EPISODES_FILE = "episodes.jsonl"
@@ -145,6 +151,33 @@ class EpisodeResult(BaseModel):
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.setting, self.task, self.trial)
+
+
+class RecordedTotals(TypedDict):
+    """What an episode's turn records add up to, as `EpisodeResult` fields."""
+
+    usage: UsageSplit
+    prompt_tokens_a_call_each: int | None
+    tokens: int
+
+
+def recorded_totals(
+    records: Sequence[TurnRecord], usage: UsageSplit | None = None
+) -> RecordedTotals:
+    """The usage, the generator's prompt tokens had every candidate been its own call,
+    and the tokens of generator and selector together.
+
+    `usage`: the episode's usage as another tool logged it, for an agent that may keep no
+    turn records (its prompt tokens a call each are then unknown: None). None: the
+    records are the whole episode, and none means no call (0)."""
+    each = prompt_tokens_a_call_each(records)
+    if usage is None:
+        usage, each = turns_usage(records), each or 0
+    return RecordedTotals(
+        usage=usage,
+        prompt_tokens_a_call_each=each,
+        tokens=usage.total.total_tokens,
+    )
 
 
 def setting_label(n: int, strategy: StrategySpec | None = None) -> str:
