@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from turnbon_graph.bench.agents import as_expected, is_reference
 from turnbon_graph.cli.commands import command_parser
 from turnbon_graph.cli.flags.shared import SHARED, add_flags
-from turnbon_graph.cli.flags.values import DEFAULT_ENV, INTERRUPTED, positive_int
+from turnbon_graph.cli.flags.values import INTERRUPTED, positive_int
 
 if TYPE_CHECKING:
     from turnbon_graph.bench.environment import Environment, TaskSpec
@@ -26,30 +26,6 @@ EXIT_CODES = (
     "else 1; 2 bad input (an unknown task, a bad flag or --config file); 130 stopped with "
     "Ctrl-C"
 )
-
-RUN_DEFAULTS: dict[str, Any] = {
-    "task": None,
-    "instruction": None,
-    "workdir": None,
-    "keep_workdir": False,
-    "env": DEFAULT_ENV,
-    "sandbox": None,
-    "shell": None,
-    "force_build": None,
-    "agent": SHARED["agent"].options["default"],
-    "model": None,
-    "n": SHARED["n"].options["default"],
-    "selector": None,
-    "selector_api_base": None,
-    "api_base": None,
-    "temperature": None,
-    "tool_calling": None,
-    "timeout": None,
-    "trials": SHARED["trials"].options["default"],
-    "max_turns": None,
-    "seed": SHARED["seed"].options["default"],
-}
-"""`turnbon run`'s settings and defaults; a --config file may set any of them."""
 
 LIVE_MODEL_HELP = (
     "a LiteLLM model id (e.g. openai/gpt-4o-mini), or 'stub': a scripted stand-in, no "
@@ -103,6 +79,19 @@ def run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-turns", type=positive_int, metavar="T", help="default: the task's own limit"
     )
+
+
+def _run_defaults() -> dict[str, Any]:
+    parser = argparse.ArgumentParser(add_help=False)
+    run_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    del defaults["config"]  # where settings come from, not one of them
+    return defaults
+
+
+RUN_DEFAULTS = _run_defaults()
+"""`turnbon run`'s settings and defaults, as its flags declare them (`run_arguments`); a
+--config file may set any of them."""
 
 
 def given_settings(args: argparse.Namespace) -> dict[str, Any]:

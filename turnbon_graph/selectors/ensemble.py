@@ -115,8 +115,8 @@ class EnsembleSelector:
         """Asks the `k` calls concurrently and counts their votes.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: the transcript each of the `k` calls is shown.
+            candidates: shown to each call in an order of its own (`orders`).
 
         Returns:
             The most-voted candidate (ties: the earliest); every candidate rejected when

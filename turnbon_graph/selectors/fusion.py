@@ -128,8 +128,8 @@ class FusionSelector(ActionWriter):
         """Asks the model to write the action, shown every candidate.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: the transcript the model reads before the candidates.
+            candidates: every one shown; the action written is matched back to them.
 
         Returns:
             The written action as `message`, `index` the candidate closest to it (that

@@ -84,8 +84,8 @@ class HumanSelector:
         """Pauses the graph until a person answers with a candidate's position.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: not read: the person answers from the interrupt's payload.
+            candidates: the payload's choices (`interrupt_payload`), by position.
 
         Returns:
             The position the person gave (`answer` records it).

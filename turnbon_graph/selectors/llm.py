@@ -248,8 +248,8 @@ class LLMSelector(ModelCaller):
         """Asks the model, with the candidates in display order.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: the transcript the model reads before the candidates.
+            candidates: shown numbered in `display_order`; the answer names one.
 
         Returns:
             The candidate the model chose, or every candidate rejected (`allow_none`);

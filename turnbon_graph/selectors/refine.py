@@ -158,8 +158,8 @@ class RefineSelector(ActionWriter):
         """The inner selector's pick, critiqued and revised once.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: what the inner selector and then the critique read.
+            candidates: the inner selector's to choose from; the revision may use their tools.
 
         Returns:
             The inner pick, with the revised action as `message` when the revision

@@ -184,8 +184,8 @@ class ScoringSelector(ModelCaller):
         """Scores every candidate, concurrently.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: the transcript each candidate is scored as the answer to.
+            candidates: each scored on its own, all at once.
 
         Returns:
             The best-scored candidate (ties: the earliest), with `scores`; every

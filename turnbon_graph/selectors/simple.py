@@ -22,8 +22,8 @@ class FirstSelector:
         """The first candidate.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: not read.
+            candidates: only the first is looked at.
 
         Returns:
             Position 0.
@@ -50,8 +50,8 @@ class RandomSelector:
         """A uniformly random candidate.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: not read.
+            candidates: one is drawn, uniformly, by the selector's generator.
 
         Returns:
             A random position.
@@ -70,8 +70,8 @@ class MajorityVoteSelector:
         """The first candidate of the most proposed canonical action.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: not read.
+            candidates: grouped by canonical action (`canonical_action`).
 
         Returns:
             That candidate's position (counting `votes` when the turn deduplicates).

@@ -112,8 +112,8 @@ class TournamentSelector:
         """Runs the bracket, round by round.
 
         Args:
-            messages: the transcript the candidates answered.
-            candidates: the successful candidates, in generation order.
+            messages: the transcript every comparison shows the judge.
+            candidates: paired in generation order; an odd one out goes through.
 
         Returns:
             The champion; every candidate rejected when no candidate survived; the
