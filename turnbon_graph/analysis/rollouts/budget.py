@@ -212,11 +212,11 @@ class UsageProfile(BaseModel):
         """From a run folder's recorded episodes (optionally only some settings).
 
         Args:
-            run: the run folder.
-            settings: only these settings; None: all.
+            run: the run folder whose turns are measured (`load_trajectories`).
+            settings: measure only these settings' episodes; None: every setting's.
 
         Returns:
-            The profile.
+            The profile: per turn and per call, what the run's calls spent.
 
         Raises:
             FileNotFoundError: there is no folder at `run`.

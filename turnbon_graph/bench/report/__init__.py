@@ -10,6 +10,7 @@ from turnbon_graph._exports import lazy_exports
 __all__ = [
     "REPORT_DIR",
     "REPORT_FILE",
+    "Figures",
     "one_line_summary",
     "read_run",
     "read_settings",

@@ -91,10 +91,10 @@ def write_report(
         run_dir,
         settings,
         results,
+        Figures(plot_files, plots_note, tree_file),
         baseline=baseline,
         resamples=resamples,
         seed=seed,
-        figures=Figures(plot_files, plots_note, tree_file),
         match_spend=match_spend,
     )
     path = out / REPORT_FILE
@@ -205,11 +205,11 @@ def render_report(
     run_dir: Path,
     settings: RunSettings | None,
     results: Sequence[EpisodeResult],
+    figures: Figures | None = None,
     *,
     baseline: str = "N=1",
     resamples: int = 10_000,
     seed: int = 0,
-    figures: Figures | None = None,
     match_spend: float | None = None,
 ) -> str:
     """The report's Markdown (reads the run's tree files and rollouts, writes nothing);

@@ -34,7 +34,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     Args:
         n: attempts made.
         c: attempts that passed.
-        k: attempts drawn.
+        k: attempts drawn; one passing is enough.
 
     Returns:
         The probability, 0 to 1.
@@ -52,13 +52,13 @@ def consistency_at_k(n: int, c: int, k: int) -> float:
     Args:
         n: attempts made.
         c: attempts that passed.
-        k: attempts drawn.
+        k: attempts drawn; every one must pass.
 
     Returns:
-        The probability, 0 to 1.
+        The probability, 0 to 1 (0 when fewer than k passed).
 
     Raises:
-        ValueError: not 0 <= c <= n, or not 1 <= k <= n.
+        ValueError: as for `pass_at_k`.
     """
     _check_draw(n, c, k)
     return comb(c, k) / comb(n, k)
