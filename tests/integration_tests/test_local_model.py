@@ -136,9 +136,12 @@ async def test_json_schema_response_format_is_enforced(server: LocalModelServer)
                 "json_schema": {"name": "action", "schema": ACTION_SCHEMA, "strict": True},
             },
             temperature=1.0,  # sampled, yet the grammar admits only valid answers
-            max_tokens=32,
+            # Room for the whitespace the grammar allows (at most about 20 characters at
+            # each of its few places) at one character a token: a cut answer is no test.
+            max_tokens=128,
             **server.completion_kwargs(),
         )
+        assert response.choices[0].finish_reason == "stop"
         content: str = response.choices[0].message.content
         return content
 
