@@ -23,13 +23,14 @@ from typing import Any
 
 from turnbon_graph.bench.environment import Outcome
 from turnbon_graph.bench.running.runs import (
+    EPISODES_FILE,
     EpisodeResult,
     RunSettings,
     recorded_totals,
     setting_label,
 )
 from turnbon_graph.errors import ConfigurationError
-from turnbon_graph.records import TurnRecord, Usage, UsageSplit, turns_usage
+from turnbon_graph.records import TurnRecord, Usage, UsageSplit
 
 TURNS_KEY = "turnbon_turns"
 """The sample store's key of the Turn-BoN agent's turn records (`turnbon_inspect`)."""
@@ -43,7 +44,7 @@ EXPLANATION_TAIL = 4000
 
 def is_log_folder(path: Path) -> bool:
     """Whether `path` holds Inspect eval logs (and is no run folder of ours)."""
-    if not path.is_dir() or (path / "episodes.jsonl").exists():
+    if not path.is_dir() or (path / EPISODES_FILE).exists():
         return False
     return any(log_files(path))
 
@@ -102,10 +103,10 @@ def episode(
     """One sample's epoch as an episode."""
     task = f"{log.eval.task}/{sample.id}" if several_tasks else str(sample.id)
     outcome, error = ending(sample)
+    usage: UsageSplit | None = None  # Turn-BoN's: its records' own (`recorded_totals`)
     if records:
         n = max(r.n_requested for r in records)
         setting = setting_label(n)
-        usage = turns_usage(records)
         turns = len(records)
     else:
         n, setting = 1, str(log.eval.solver or "agent")
